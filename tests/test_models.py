@@ -1,0 +1,127 @@
+import pytest
+import torch
+
+from course_utils.models import (
+    PRESETS, DecoderOnlyLM, EncoderOnlyMLM, PatchEmbedding, Seq2SeqTransformer, TransformerLM,
+    VisionTransformer, build_preset, count_parameters, parameter_table, patchify,
+)
+
+
+def test_parameter_counts_match_the_papers(capsys):
+    rows = parameter_table()
+    print("\nmodel              ours          paper    released     diff vs paper")
+    for r in rows:
+        released = f"{r['checkpoint'] / 1e6:8.2f}M" if r["checkpoint"] else "       -"
+        print(f"{r['model']:16s} {r['ours'] / 1e6:8.2f}M {r['published'] / 1e6:8.0f}M {released} "
+              f"{100 * r['relative_difference']:+8.2f}%")
+    for r in rows:
+        if r["checkpoint"]:
+            # Where the weights were released, the count must agree to within 0.1%.
+            assert abs(r["ours"] - r["checkpoint"]) / r["checkpoint"] < 1e-3, r
+        else:
+            # The 2017 paper rounds to millions and does not give its exact vocabulary: allow 5%.
+            assert abs(r["relative_difference"]) < 0.05, r
+    with pytest.raises(KeyError, match="unknown preset 'gpt5'"):
+        build_preset("gpt5")
+
+
+def test_exact_counts_for_released_checkpoints():
+    assert count_parameters(build_preset("gpt2-small")) == 124_439_808
+    assert count_parameters(build_preset("vit-b16")) == 86_567_656
+
+
+def _lm_cache_check(model, tokens):
+    model.eval()
+    full = model(tokens)
+    caches = model.new_caches()
+    pieces = [model(tokens[:, :3], caches)] + [model(tokens[:, t:t + 1], caches) for t in range(3, tokens.shape[1])]
+    torch.testing.assert_close(torch.cat(pieces, 1), full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "rope", "none"])
+def test_decoder_only_cached_equals_full(position):
+    model = DecoderOnlyLM(40, 32, 4, 2, max_len=32, dropout=0.0, position=position)
+    _lm_cache_check(model, torch.randint(0, 40, (2, 9)))
+
+
+def test_decoder_only_has_no_future_leak_in_train_and_eval():
+    model = DecoderOnlyLM(40, 32, 4, 2, max_len=32, dropout=0.0)
+    tokens = torch.randint(0, 40, (2, 10))
+    changed = tokens.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % 40
+    for mode in ("train", "eval"):
+        getattr(model, mode)()
+        torch.testing.assert_close(model(tokens)[:, :6], model(changed)[:, :6])
+
+
+def test_encoder_only_sees_both_directions():
+    model = EncoderOnlyMLM(40, 32, 4, 2, max_len=32, dropout=0.0).eval()
+    tokens = torch.randint(1, 40, (2, 10))
+    changed = tokens.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 39 + 1
+    assert not torch.allclose(model(tokens)[:, 0], model(changed)[:, 0]), "BERT's first token must see the last"
+    with pytest.raises(RuntimeError, match="causal"):
+        model.new_caches()
+
+
+def test_gpt_and_bert_share_one_backbone():
+    gpt = TransformerLM(50, 32, 4, 2, causal=True)
+    bert = TransformerLM(50, 32, 4, 2, causal=False)
+    assert [p.shape for p in gpt.parameters()] == [p.shape for p in bert.parameters()]
+
+
+def test_seq2seq_shapes_cache_and_padding():
+    model = Seq2SeqTransformer(30, 40, 32, 4, 2, 2, 64, dropout=0.0).eval()
+    src = torch.randint(1, 30, (2, 7))
+    src[1, -3:] = 0
+    tgt = torch.randint(1, 40, (2, 5))
+    logits = model(src, tgt)
+    assert logits.shape == (2, 5, 40)
+    memory, src_mask = model.encode(src)
+    caches = model.new_caches()
+    steps = [model.decode(tgt[:, t:t + 1], memory, src_mask, caches) for t in range(5)]
+    torch.testing.assert_close(torch.cat(steps, 1), logits, atol=1e-5, rtol=1e-5)
+    # Changing a padded source token must not change anything.
+    src2 = src.clone()
+    src2[1, -1] = 0
+    src2[1, -2] = 0
+    torch.testing.assert_close(model(src2, tgt), logits)
+
+
+def test_token_errors_name_the_problem():
+    model = DecoderOnlyLM(10, 16, 2, 1, max_len=8)
+    with pytest.raises(ValueError, match=r"ids in \[0, 12\] but the vocabulary size is 10"):
+        model(torch.tensor([[0, 12]]))
+    with pytest.raises(ValueError, match="exceeds max_len=8"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(TypeError, match="integer token ids"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="empty sequence"):
+        model(torch.zeros(1, 0, dtype=torch.long))
+
+
+def test_patch_embedding_conv_equals_unfold_linear():
+    embed = PatchEmbedding(img_size=8, patch_size=4, in_channels=3, embed_dim=10)
+    images = torch.randn(2, 3, 8, 8)
+    weight = embed.proj.weight.reshape(10, -1)  # (D, C*P*P)
+    expected = patchify(images, 4) @ weight.T + embed.proj.bias
+    torch.testing.assert_close(embed(images), expected, atol=1e-5, rtol=1e-5)
+    assert embed.num_patches == 4
+    with pytest.raises(ValueError, match="not divisible by patch_size=5"):
+        PatchEmbedding(img_size=8, patch_size=5)
+    with pytest.raises(ValueError, match=r"expected images of shape \(B, 3, 8, 8\)"):
+        embed(torch.randn(2, 1, 8, 8))
+
+
+def test_vit_forward_and_gradients():
+    vit = VisionTransformer(img_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=32,
+                            num_heads=4, num_layers=2)
+    logits = vit(torch.randn(3, 1, 8, 8))
+    assert logits.shape == (3, 10)
+    logits.sum().backward()
+    missing = [n for n, p in vit.named_parameters() if p.grad is None]
+    assert not missing, f"no gradient reached {missing}"
+
+
+def test_presets_cover_the_issue_list():
+    assert {"transformer-base", "transformer-big", "bert-base", "gpt2-small", "vit-b16"} <= set(PRESETS)
