@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.course-installed
+# Extras installed with the course: `test` always; CI adds `triton` (COURSE_EXTRAS=test,triton).
+COURSE_EXTRAS ?= test
 
 .PHONY: setup lab test release grade grade-load bench html e2e clean
 
@@ -12,7 +14,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@if [ -n "$$COURSE_TORCH" ]; then echo "installing $$COURSE_TORCH"; $(BIN)/python -m pip install --quiet "$$COURSE_TORCH"; fi
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[$(COURSE_EXTRAS)]"
 	@touch $(STAMP)
 
 setup: $(STAMP)

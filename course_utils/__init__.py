@@ -11,7 +11,8 @@ Each module holds one idea and reads top to bottom like a chapter:
 - :mod:`course_utils.decoding`   greedy, beam search, sampling, cached generation
 - :mod:`course_utils.plotting`   attention heatmaps and other figures
 - :mod:`course_utils.bench`      timing and memory measurement (CPU and CUDA)
-- :mod:`course_utils.flash`      FlashAttention from scratch
+- :mod:`course_utils.flash`      FlashAttention from scratch (tiled, online softmax) in PyTorch
+- :mod:`course_utils.flash_triton` the same algorithm as a Triton GPU kernel
 - :mod:`course_utils.env`        device, seeding, threads
 """
 
