@@ -315,7 +315,7 @@ class MultiHeadAttention(nn.Module):
             out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         else:
             weights = None
-            # Fully masked rows give zeros here too (PyTorch >= 2.5), matching our convention.
+            # Fully masked rows give zeros here too (PyTorch >= 2.5, the minimum we require).
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=self.dropout.p if self.training else 0.0
             )
