@@ -64,6 +64,8 @@ import torch.nn.functional as F
 
 __all__ = [
     "naive_attention",
+    "AttentionGrid",
+    "DecodeConfig",
     "METHODS",
     "attention_flops",
     "time_call",

@@ -60,8 +60,21 @@ def describe(device: torch.device | None = None) -> str:
     return f"torch {torch.__version__} on {device.type} ({name})"
 
 
+def _enable_inline_figures() -> None:
+    """Inside Jupyter, draw the Figures that ``course_utils.plotting`` returns (they are built without
+    pyplot, so without the inline backend a cell would only print ``<Figure ...>``)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
+        shell.run_line_magic("matplotlib", "inline")
+
+
 def setup(seed: int = 0, threads: int | None = None, prefer: str | None = None) -> torch.device:
-    """Seed everything, set the thread count, print and return the device."""
+    """Seed everything, set the thread count, enable inline figures, print and return the device."""
+    _enable_inline_figures()
     seed_everything(seed)
     set_threads(threads)
     device = get_device(prefer)
