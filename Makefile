@@ -41,6 +41,8 @@ html: setup
 	$(BIN)/course html
 
 e2e: setup
+	$(BIN)/python -m pip install --quiet -e ".[$(COURSE_EXTRAS),e2e]"
+	@command -v chromium >/dev/null || (apt-get install -y chromium || sudo apt-get install -y chromium)
 	$(BIN)/course e2e
 
 clean:

@@ -1,0 +1,121 @@
+"""Submissions built from answer files, for the tests, the attack suite and the load test.
+
+A fixture is a folder `tests/submissions/<assignment>/<name>/` with one file per solution cell the
+learner filled in (`<grade id>.py` for code, `<grade id>.md` for written answers) and
+`expected.json` (what grading must give). The notebook is assembled from the *current* release, so
+fixtures stay valid when the statement changes. Cells without a file keep the release's stub.
+
+An attack is a folder `tests/submissions/attacks/<name>/` with `attack.json` (threat, base answers,
+expectations), optional answer files that override the base, and an optional `mutate.py` whose
+`mutate(notebook, context)` returns the submission's files ({relative path: bytes}) for attacks on
+the notebook file itself (broken JSON, duplicated cells, extra modules...).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+from pathlib import Path
+
+from . import notebooks as nbtools
+from .layout import Assignment, CourseLayout
+
+ANSWER_SUFFIXES = (".py", ".md")
+NOT_ANSWERS = {"mutate.py", "expected.json", "attack.json"}
+
+
+def load_answers(folder: Path, substitutions: dict[str, str] | None = None) -> dict[str, str]:
+    """grade id -> source for every answer file in a fixture folder."""
+    answers = {}
+    for path in sorted(Path(folder).iterdir()):
+        if path.suffix in ANSWER_SUFFIXES and path.name not in NOT_ANSWERS:
+            text = path.read_text(encoding="utf-8")
+            for placeholder, value in (substitutions or {}).items():
+                text = text.replace(placeholder, value)
+            answers[path.stem] = text.rstrip("\n")
+    return answers
+
+
+def release_notebook(layout: CourseLayout, assignment: Assignment) -> dict:
+    return nbtools.load_json(layout.release_dir / assignment.id / f"{assignment.main_notebook.stem}.ipynb")
+
+
+def model_answers(assignment: Assignment) -> dict[str, str]:
+    return nbtools.solution_answers(nbtools.load_json(assignment.main_notebook))
+
+
+def place_submission(layout: CourseLayout, student: str, assignment: Assignment, files: dict[str, bytes],
+                     timestamp: str = "2025-01-15 12:00:00.000000 UTC") -> Path:
+    """Write files as if `course collect` had put them in submitted/<student>/<assignment>/."""
+    folder = layout.submitted_dir / student / assignment.id
+    folder.mkdir(parents=True, exist_ok=True)
+    for relative, content in files.items():
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    (folder / "timestamp.txt").write_text(timestamp)
+    return folder
+
+
+def notebook_files(assignment: Assignment, notebook: dict) -> dict[str, bytes]:
+    return {f"{assignment.main_notebook.stem}.ipynb": json.dumps(notebook, indent=1).encode()}
+
+
+@dataclasses.dataclass
+class Fixture:
+    name: str
+    folder: Path
+    expected: dict
+
+    def files(self, layout: CourseLayout, assignment: Assignment) -> dict[str, bytes]:
+        release = release_notebook(layout, assignment)
+        return notebook_files(assignment, nbtools.fill_in(release, load_answers(self.folder)))
+
+
+def discover_fixtures(root: Path, assignment_id: str) -> list[Fixture]:
+    folder = Path(root) / assignment_id
+    if not folder.is_dir():
+        return []
+    return [Fixture(path.name, path, json.loads((path / "expected.json").read_text()))
+            for path in sorted(folder.iterdir()) if (path / "expected.json").is_file()]
+
+
+@dataclasses.dataclass
+class Attack:
+    name: str
+    folder: Path
+    spec: dict
+
+    @property
+    def threat(self) -> str:
+        return self.spec["threat"]
+
+    def files(self, layout: CourseLayout, assignment: Assignment, fixtures_root: Path) -> dict[str, bytes]:
+        substitutions = {"{{COURSE_DIR}}": str(layout.root), "{{EXCHANGE_DIR}}": str(layout.exchange_dir),
+                         "{{SOURCE_DIR}}": str(layout.source_dir)}
+        base = self.spec.get("base", "release")
+        if base == "solution":
+            answers = model_answers(assignment)
+        elif base == "release":
+            answers = {}
+        else:
+            answers = load_answers(Path(fixtures_root) / assignment.id / base)
+        answers.update(load_answers(self.folder, substitutions))
+        notebook = nbtools.fill_in(release_notebook(layout, assignment), answers)
+        mutate_file = self.folder / "mutate.py"
+        if not mutate_file.is_file():
+            return notebook_files(assignment, notebook)
+        spec = importlib.util.spec_from_file_location(f"attack_{self.name}", mutate_file)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        context = {"assignment": assignment, "layout": layout, "notebook_name": assignment.main_notebook.stem,
+                   "substitutions": substitutions}
+        return module.mutate(notebook, context)
+
+
+def discover_attacks(root: Path) -> list[Attack]:
+    folder = Path(root) / "attacks"
+    if not folder.is_dir():
+        return []
+    return [Attack(path.name, path, json.loads((path / "attack.json").read_text()))
+            for path in sorted(folder.iterdir()) if (path / "attack.json").is_file()]

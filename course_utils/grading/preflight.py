@@ -1,0 +1,308 @@
+"""Before any code runs: find, read, repair and inspect one submission.
+
+nbgrader trusts the structure of a submitted notebook more than a whole class can afford: a copied
+test cell (duplicate id) or stray nbgrader metadata aborts a batch, a notebook saved under another
+name is skipped, invalid JSON stops everything. `inspect_submission` turns whatever was submitted
+into a clean notebook nbgrader can always process, rebuilt around the release notebook:
+
+- every cell nbgrader tracks appears exactly once, with the release's metadata, type and points;
+  locked cells get the release's source back (nbgrader then restores the hidden tests);
+- deleted tracked cells are put back where they belong (solution cells with their stub);
+- everything else the learner wrote is kept as plain cells, without outputs or foreign metadata;
+- old nbformat versions are converted; unreadable files become an explicit error.
+
+Each repair is a `Finding`; so is every construct the static checks flag in the learner's code.
+The submitted files themselves are never modified.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.util
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from .layout import Assignment
+from .notebooks import grade_id, is_locked, is_solution, nbgrader_meta, source_text
+from .static_checks import scan_cells
+
+SEVERITIES = ("info", "repaired", "review", "error")
+MAX_NOTEBOOK_BYTES = 50 * (1 << 20)
+MAX_ATTACHMENT_CHARS = 5 * (1 << 20)
+CELL_ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
+SUBMISSION_BOOKKEEPING = {"timestamp.txt", "submission_secret.txt"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str
+    message: str
+    notebook: str = ""
+    cell: str = ""
+
+    def describe(self) -> str:
+        where = "/".join(part for part in (self.notebook, self.cell) if part)
+        return f"[{self.severity}] {self.code}" + (f" ({where})" if where else "") + f": {self.message}"
+
+
+@dataclasses.dataclass
+class Preflight:
+    notebooks: dict[str, dict]            # expected notebook name -> clean notebook
+    findings: list[Finding]
+    unreadable: list[str]                 # expected notebooks with no usable file
+
+    @property
+    def needs_review(self) -> bool:
+        return any(finding.severity in ("review", "error") for finding in self.findings)
+
+
+def _read_notebook(path: Path, name: str, findings: list[Finding]) -> dict | None:
+    """The notebook as nbformat 4 JSON, or None (with an error finding) if it cannot be read."""
+    def error(message: str) -> None:
+        findings.append(Finding("unreadable-notebook", "error", f"{path.name}: {message}", name))
+
+    size = path.stat().st_size
+    if size > MAX_NOTEBOOK_BYTES:
+        error(f"{size} bytes, more than the {MAX_NOTEBOOK_BYTES} allowed")
+        return None
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as problem:
+        error(f"not UTF-8 text ({problem.reason} at byte {problem.start})")
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as problem:
+        error(f"not valid JSON (line {problem.lineno}, column {problem.colno}: {problem.msg})")
+        return None
+    if not isinstance(data, dict):
+        error(f"a notebook is a JSON object, this file holds a {type(data).__name__}")
+        return None
+    version = data.get("nbformat")
+    if version != 4:
+        try:
+            import nbformat
+
+            converted = nbformat.reads(text, as_version=4)
+            data = json.loads(nbformat.writes(converted, version=4))
+        except Exception as problem:
+            error(f"nbformat {version!r} could not be converted to version 4 ({problem})")
+            return None
+        findings.append(Finding("converted-nbformat", "info", f"converted from nbformat {version} to 4", name))
+    if not isinstance(data.get("cells"), list):
+        error("it has no list of cells")
+        return None
+    return data
+
+
+def _overlap(path: Path, release_ids: set[str]) -> int:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return len({grade_id(cell) for cell in data.get("cells", []) if isinstance(cell, dict)} & release_ids)
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def _locate(submission_dir: Path, assignment: Assignment, releases: dict[str, dict],
+            findings: list[Finding]) -> dict[str, Path]:
+    """Expected notebook name -> submitted file, accepting renamed copies (reported)."""
+    all_notebooks = sorted(path for path in submission_dir.rglob("*.ipynb")
+                           if ".ipynb_checkpoints" not in path.parts and path.is_file())
+    located: dict[str, Path] = {}
+    for name in assignment.notebooks:
+        exact = submission_dir / f"{name}.ipynb"
+        if exact.is_file():
+            located[name] = exact
+    unused = [path for path in all_notebooks if path not in located.values()]
+    for name in assignment.notebooks:
+        if name in located:
+            continue
+        release_ids = {grade_id(cell) for cell in releases[name]["cells"]} - {None}
+        scored = sorted(((_overlap(path, release_ids), path) for path in unused), key=lambda item: -item[0])
+        if scored and scored[0][0] > 0:
+            chosen = scored[0][1]
+        elif len(unused) == 1 and len(assignment.notebooks) == 1:
+            chosen = unused[0]
+        else:
+            findings.append(Finding("missing-notebook", "error", f"no {name}.ipynb in the submission", name))
+            continue
+        unused.remove(chosen)
+        located[name] = chosen
+        findings.append(Finding("renamed-notebook", "repaired",
+                                f"graded {chosen.relative_to(submission_dir)} as {name}.ipynb", name))
+    return located
+
+
+def _plain_cell(cell_type: str, source: str, attachments=None) -> dict:
+    cell = {"cell_type": cell_type, "metadata": {}, "source": source}
+    if cell_type == "code":
+        cell.update(outputs=[], execution_count=None)
+    elif attachments:
+        cell["attachments"] = attachments
+    return cell
+
+
+def _tracked_cell(reference: dict, source: str, attachments=None) -> dict:
+    cell = _plain_cell(reference["cell_type"], source, attachments if reference["cell_type"] != "code" else None)
+    cell["metadata"] = {key: copy.deepcopy(value) for key, value in reference.get("metadata", {}).items()
+                        if key in ("nbgrader", "editable", "deletable")}
+    return cell
+
+
+def rebuild(data: dict, release: dict, name: str, findings: list[Finding]) -> dict:
+    """A clean nbformat-4.5 notebook: the learner's cells, nbgrader's cells as released."""
+    release_cells = {grade_id(cell): cell for cell in release["cells"] if grade_id(cell)}
+    release_order = [grade_id(cell) for cell in release["cells"] if grade_id(cell)]
+
+    def note(code: str, severity: str, message: str, cell: str = "") -> None:
+        findings.append(Finding(code, severity, message, name, cell))
+
+    cells, seen = [], set()
+    for index, cell in enumerate(data["cells"], start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            note("invalid-cell", "repaired", f"cell {index} is not a valid cell and was dropped")
+            continue
+        source = source_text(cell)
+        attachments = cell.get("attachments") if isinstance(cell.get("attachments"), dict) else None
+        if attachments and len(json.dumps(attachments)) > MAX_ATTACHMENT_CHARS:
+            note("attachment-dropped", "repaired", f"cell {index}: attachments over {MAX_ATTACHMENT_CHARS} characters dropped")
+            attachments = None
+        has_metadata = nbgrader_meta(cell) is not None or "nbgrader" in (cell.get("metadata") or {})
+        identifier = grade_id(cell)
+        if has_metadata and identifier is None:
+            note("stray-metadata", "repaired", f"cell {index}: nbgrader metadata without a valid id removed")
+        elif identifier is not None and identifier not in release_cells:
+            note("unknown-cell-id", "repaired", f"cell {index}: id {identifier!r} is not part of the assignment; "
+                                                "its nbgrader metadata was removed", identifier)
+            identifier = None
+        elif identifier in seen:
+            note("duplicate-cell-id", "repaired", f"cell {index} repeats the id {identifier!r}; only the first copy "
+                                                  "is graded, the copy runs as an ordinary cell", identifier)
+            identifier = None
+        if identifier is None:
+            cells.append(_plain_cell(cell["cell_type"], source, attachments))
+            continue
+        seen.add(identifier)
+        reference = release_cells[identifier]
+        expected, submitted = nbgrader_meta(reference), nbgrader_meta(cell)
+        if cell["cell_type"] != reference["cell_type"]:
+            note("cell-type-changed", "repaired",
+                 f"was changed to {cell['cell_type']}; graded as {reference['cell_type']}", identifier)
+        if "points" in expected and submitted.get("points") != expected.get("points"):
+            note("points-changed", "review",
+                 f"points changed from {expected.get('points')} to {submitted.get('points')!r}; restored", identifier)
+        for flag in ("grade", "solution", "locked"):
+            if bool(submitted.get(flag)) != bool(expected.get(flag)):
+                note("metadata-changed", "review", f"nbgrader flag {flag!r} was changed; restored", identifier)
+        if is_locked(reference) and not is_solution(reference):
+            if source.strip() != source_text(reference).strip():
+                note("locked-cell-edited", "repaired", "a locked cell was edited; the original is graded", identifier)
+            source = source_text(reference)
+        cells.append(_tracked_cell(reference, source, attachments))
+    for position, identifier in enumerate(release_order):
+        if identifier in seen:
+            continue
+        anchor = next((cells.index(cell) for previous in reversed(release_order[:position]) for cell in cells
+                       if grade_id(cell) == previous), -1)
+        reference = release_cells[identifier]
+        cells.insert(anchor + 1, _tracked_cell(reference, source_text(reference), reference.get("attachments")))
+        seen.add(identifier)
+        note("cell-restored", "repaired", "this cell was missing and was put back from the release", identifier)
+    used_ids: set[str] = set()
+    for index, cell in enumerate(cells):
+        candidate = grade_id(cell) or f"cell-{index + 1}"
+        candidate = candidate if CELL_ID.match(candidate) and candidate not in used_ids else f"cell-{index + 1}-{len(used_ids)}"
+        cell["id"] = candidate
+        used_ids.add(candidate)
+    return {"cells": cells, "metadata": copy.deepcopy(release.get("metadata", {})), "nbformat": 4, "nbformat_minor": 5}
+
+
+def _scan(notebook: dict, release: dict, name: str, assignment: Assignment, findings: list[Finding]) -> None:
+    """Static checks on the code the learner wrote (cells identical to a release cell are the instructor's)."""
+    released = {source_text(cell).strip() for cell in release["cells"] if cell.get("cell_type") == "code"}
+    learner, fixed = {}, []
+    for index, cell in enumerate(notebook["cells"], start=1):
+        if cell["cell_type"] != "code":
+            continue
+        if is_locked(cell) and not is_solution(cell):
+            fixed.append(source_text(cell))
+        elif source_text(cell).strip() in released:
+            fixed.append(source_text(cell))
+        else:
+            learner[grade_id(cell) or f"cell {index}"] = source_text(cell)
+    results = scan_cells(learner, fixed_sources=fixed, forbidden=assignment.settings.forbidden_calls,
+                         allowed_imports=assignment.settings.allowed_imports)
+    for label, found in results.items():
+        for item in found:
+            severity = "info" if item.code == "syntax-error" else "review"
+            findings.append(Finding(f"static:{item.code}", severity, f"line {item.line}: {item.message}", name, label))
+
+
+def _shadowing(name: str) -> bool:
+    if name in sys.stdlib_module_names:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _extra_files(submission_dir: Path, used: set[Path], findings: list[Finding]) -> None:
+    for path in sorted(submission_dir.rglob("*")):
+        if not path.is_file() or path in used or ".ipynb_checkpoints" in path.parts:
+            continue
+        relative = path.relative_to(submission_dir)
+        if str(relative) in SUBMISSION_BOOKKEEPING:
+            continue
+        module = relative.parts[0].removesuffix(".py") if path.suffix in (".py", ".pyc", ".so", ".pth") else None
+        if module and _shadowing(module.split(".")[0]):
+            findings.append(Finding("shadow-module", "review",
+                                    f"{relative} would hide the installed module {module!r}; it was not given to the kernel"))
+        else:
+            findings.append(Finding("extra-file", "info", f"{relative} is not part of the assignment and was not used"))
+
+
+def inspect_submission(submission_dir: Path, assignment: Assignment, release_dir: Path) -> Preflight:
+    """Read and repair one submission (submitted/<learner>/<assignment>) against the release."""
+    submission_dir, release_dir = Path(submission_dir), Path(release_dir)
+    releases = {}
+    for name in assignment.notebooks:
+        release_file = release_dir / f"{name}.ipynb"
+        if not release_file.is_file():
+            raise FileNotFoundError(f"release notebook missing: {release_file} (run `course release` first)")
+        releases[name] = json.loads(release_file.read_text(encoding="utf-8"))
+    findings: list[Finding] = []
+    located = _locate(submission_dir, assignment, releases, findings)
+    notebooks, unreadable = {}, [name for name in assignment.notebooks if name not in located]
+    for name, path in located.items():
+        data = _read_notebook(path, name, findings)
+        if data is None:
+            unreadable.append(name)
+            continue
+        notebooks[name] = rebuild(data, releases[name], name, findings)
+        _scan(notebooks[name], releases[name], name, assignment, findings)
+    _extra_files(submission_dir, set(located.values()), findings)
+    return Preflight(notebooks, findings, unreadable)
+
+
+def stage(preflight: Preflight, submission_dir: Path, staged_dir: Path) -> None:
+    """Write the clean notebooks (and a valid timestamp) where nbgrader's autograde will read them."""
+    if staged_dir.exists():
+        shutil.rmtree(staged_dir)
+    staged_dir.mkdir(parents=True)
+    for name, notebook in preflight.notebooks.items():
+        (staged_dir / f"{name}.ipynb").write_text(json.dumps(notebook, indent=1, ensure_ascii=False), encoding="utf-8")
+    timestamp = Path(submission_dir) / "timestamp.txt"
+    if timestamp.is_file():
+        from nbgrader.utils import parse_utc
+
+        try:
+            text = timestamp.read_text(encoding="utf-8").strip()
+            parse_utc(text)
+            (staged_dir / "timestamp.txt").write_text(text, encoding="utf-8")
+        except Exception:
+            preflight.findings.append(Finding("bad-timestamp", "info", "timestamp.txt is unreadable; lateness not computed"))

@@ -1,0 +1,1 @@
+hoard = [bytearray(1 << 30) for _ in range(64)]

@@ -1,0 +1,13 @@
+def sinusoidal_encoding(max_len: int, d_model: int) -> torch.Tensor:
+    """(max_len, d_model) float32 table: even columns sin(pos * w_i), odd columns cos(pos * w_i)."""
+    if max_len < 1 or d_model < 1:
+        raise ValueError(f"max_len and d_model must be at least 1, got max_len={max_len}, d_model={d_model}")
+    # float64 keeps pos * w accurate for long tables; the result is stored as float32.
+    positions = torch.arange(max_len, dtype=torch.float64)[:, None]                    # (L, 1)
+    # every column its own frequency 10000^(-i/d): the exponent uses the column index i, not 2i
+    frequencies = 10000.0 ** (-torch.arange(d_model, dtype=torch.float64) / d_model)  # (d,)
+    angles = positions * frequencies                                                   # (L, d)
+    table = torch.empty(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angles[:, 0::2])
+    table[:, 1::2] = torch.cos(angles[:, 1::2])
+    return table.float()

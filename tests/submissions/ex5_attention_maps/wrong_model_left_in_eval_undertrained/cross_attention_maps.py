@@ -1,0 +1,11 @@
+def cross_attention_maps(model: Seq2SeqTransformer, src_string: str) -> torch.Tensor:
+    """(layers, heads, T_out, T_in) cross-attention of the greedy translation of src_string."""
+    src = task.src_tokenizer.encode_batch([src_string])
+    generated = greedy_decode(model, src, task.bos_id, task.eos_id, task.max_target_len)
+    decoder_input = torch.cat([torch.full((1, 1), task.bos_id), generated[:, :-1]], dim=1)
+    model.eval()
+    model.store_attention(True)
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        model.decode(decoder_input, memory, src_mask)
+    return torch.stack([layer.last_cross_attention[0] for layer in model.decoder.layers])

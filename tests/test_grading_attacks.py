@@ -1,0 +1,188 @@
+"""Attacks on the grader: every submission under tests/submissions/attacks/ is graded in one run.
+
+Each attack folder says what the submission does (attack.json) and what grading must give: the score
+the honest part of the work deserves at most, the findings or runtime reports that must flag it, what
+its outputs must (not) show, which files must not appear. An honest control submission is graded in
+the same run and must come out untouched. The outcomes are written to tests/attack_table.md.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from course_utils.grading import fixtures, notebooks, pipeline
+from course_utils.grading.autograde import grade, sandbox_processes
+from course_utils.grading.layout import CourseLayout
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+SUBMISSIONS = REPOSITORY / "tests" / "submissions"
+ASSIGNMENT = "ex1_manual_attention"
+ATTACKS = fixtures.discover_attacks(SUBMISSIONS)
+TABLE = REPOSITORY / "tests" / "attack_table.md"
+CELL_TIMEOUT_S = 10
+OUTCOMES: dict[str, dict] = {}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def attack_course(tmp_path_factory) -> CourseLayout:
+    root = tmp_path_factory.mktemp("attacked-course")
+    shutil.copytree(REPOSITORY / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
+    shutil.copy(REPOSITORY / "nbgrader_config.py", root)
+    layout = CourseLayout.from_directory(root, exchange=root / "exchange")
+    pipeline.generate_release(layout)
+    pipeline.release_assignment(layout, ASSIGNMENT)  # the exchange exists, as during a real course
+    return layout
+
+
+@pytest.fixture(scope="module")
+def attack_run(attack_course):
+    assignment = attack_course.assignment(ASSIGNMENT)
+    release = fixtures.release_notebook(attack_course, assignment)
+    control = notebooks.fill_in(release, fixtures.model_answers(assignment))
+    fixtures.place_submission(attack_course, "control", assignment, fixtures.notebook_files(assignment, control))
+    for attack in ATTACKS:
+        fixtures.place_submission(attack_course, f"attack-{attack.name}", assignment,
+                                  attack.files(attack_course, assignment, SUBMISSIONS))
+    run = grade(attack_course, workers=2, cell_timeout=CELL_TIMEOUT_S, feedback=False, log=print)
+    yield run
+    if len(OUTCOMES) == len(ATTACKS):
+        _write_table(run)
+
+
+def _row(run, student):
+    rows = [record for record in run.records if record.student == student]
+    assert len(rows) == 1, f"expected one grade row for {student}, found {len(rows)}"
+    return rows[0]
+
+
+def _outputs(layout: CourseLayout, student: str) -> str:
+    texts = []
+    for path in (layout.autograded_dir / student / ASSIGNMENT).glob("*.ipynb"):
+        for cell in notebooks.load_json(path)["cells"]:
+            for output in cell.get("outputs", []):
+                texts.append(notebooks.source_text({"source": output.get("text", "")}))
+                texts.append(str(output.get("evalue", "")))
+    return "\n".join(texts)
+
+
+def evaluate(attack, record, layout: CourseLayout) -> dict:
+    """Compare one graded attack with its expectations; returns the outcome and any broken promise."""
+    expect = attack.spec["expect"]
+    substitutions = {"{{COURSE_DIR}}": str(layout.root), "{{EXCHANGE_DIR}}": str(layout.exchange_dir)}
+    problems = []
+    codes = {finding["code"] for finding in record.findings}
+    reasons = " | ".join(record.reasons)
+    if record.status != expect["status"]:
+        problems.append(f"status {record.status}, expected {expect['status']}")
+    bound, exact = expect.get("max_auto_score"), expect.get("auto_score")
+    defended = (bound is None or record.auto_score <= bound) and (exact is None or record.auto_score == exact)
+    if not defended:
+        problems.append(f"auto score {record.auto_score} (expected {'= ' + str(exact) if exact is not None else '<= ' + str(bound)})")
+    if "max_score" in expect and record.max_score != expect["max_score"]:
+        problems.append(f"max score {record.max_score}, expected {expect['max_score']}")
+    for code in expect.get("findings", []) + expect.get("flags", []):
+        if code not in codes:
+            problems.append(f"finding {code} missing (found {sorted(codes)})")
+    for fragment in expect.get("runtime", []):
+        if fragment not in reasons:
+            problems.append(f"runtime report lacks {fragment!r}")
+    if expect.get("canary") and "did not run to its end" not in reasons:
+        problems.append("the canary did not report the skipped tests")
+    for fragment in expect.get("reasons", []):
+        if fragment not in reasons:
+            problems.append(f"no reason mentions {fragment!r}")
+    outputs = _outputs(layout, record.student) if ("outputs_contain" in expect or "outputs_lack" in expect) else ""
+    for fragment in expect.get("outputs_contain", []):
+        if fragment not in outputs:
+            problems.append(f"outputs lack {fragment!r}")
+    for fragment in expect.get("outputs_lack", []):
+        if fragment in outputs:
+            problems.append(f"outputs show {fragment!r}: the sandbox let it through")
+    for template in expect.get("no_files", []):
+        path = template
+        for placeholder, value in substitutions.items():
+            path = path.replace(placeholder, value)
+        if os.path.exists(path):
+            problems.append(f"{path} was created")
+    if "max_notebook_mb" in expect:
+        sizes = [path.stat().st_size for path in (layout.autograded_dir / record.student / ASSIGNMENT).glob("*.ipynb")]
+        if not sizes or max(sizes) > expect["max_notebook_mb"] * (1 << 20):
+            problems.append(f"autograded notebook size {sizes} bytes exceeds {expect['max_notebook_mb']} MB")
+    flagged = record.needs_review
+    verdict = ("defended and flagged" if defended and flagged else "defended" if defended
+               else "flagged" if flagged else "NOT DEFENDED")
+    # For the table: what the grader did at run time first, then what the preflight found.
+    runtime = [reason for reason in record.reasons if not reason.startswith("[")]
+    found = sorted({finding["code"] for finding in record.findings if finding["severity"] != "info"})
+    return {"verdict": verdict, "problems": problems, "score": f"{record.auto_score:g}/{record.auto_max:g}",
+            "status": record.status, "runtime": runtime, "found": found}
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[attack.name for attack in ATTACKS])
+def test_attack_earns_nothing_it_did_not_earn_and_is_reported(attack_run, attack_course, attack):
+    record = _row(attack_run, f"attack-{attack.name}")
+    outcome = evaluate(attack, record, attack_course)
+    OUTCOMES[attack.name] = outcome
+    assert outcome["verdict"] != "NOT DEFENDED", f"{attack.name}: {outcome}"
+    assert not outcome["problems"], (
+        f"attack {attack.name} ({attack.threat}): {'; '.join(outcome['problems'])}. "
+        f"Reasons: {record.reasons}. Log: {record.log}")
+
+
+def test_honest_control_is_graded_normally_next_to_the_attacks(attack_run):
+    control = _row(attack_run, "control")
+    assert control.status == "graded" and control.auto_score == control.auto_max == 16, (
+        f"the honest submission graded next to the attacks was affected: {control.auto_score}/{control.auto_max}, "
+        f"reasons {control.reasons}")
+    assert not control.needs_review, f"the honest submission was flagged: {control.reasons}"
+
+
+def test_every_attack_has_exactly_one_row(attack_run, attack_course):
+    folders = sorted(path.name for path in attack_course.submitted_dir.iterdir())
+    rows = sorted(record.student for record in attack_run.records)
+    assert rows == folders, f"submissions without a row: {set(folders) - set(rows)}"
+
+
+def test_the_gradebook_was_not_tampered_with(attack_run, attack_course):
+    from nbgrader.api import Gradebook
+
+    assert not attack_course.gradebook_path.read_bytes().endswith(b"tampered"), "a kernel wrote to the gradebook"
+    with Gradebook(attack_course.db_url, attack_course.course_id) as gradebook:
+        notebook = gradebook.find_notebook(ASSIGNMENT, ASSIGNMENT)
+        points = {cell.name: cell.max_score for cell in notebook.grade_cells}
+    assert sum(points.values()) == 18, f"the gradebook's points changed: {points}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid isolation needs root; this run used a user namespace")
+def test_root_runs_give_every_kernel_its_own_uid_no_network_and_hidden_files(attack_run):
+    description = attack_run.sandbox
+    for promise in ("own unprivileged uid", "course files hidden", "no network"):
+        assert promise in description, f"the sandbox is weaker than it should be as root: {description}"
+
+
+def test_no_kernel_process_survives_the_run(attack_run):
+    survivors = [(pid, uid) for pid, uid in sandbox_processes(0, 1 << 32) if uid in attack_run.sandbox_uids]
+    assert not survivors, f"sandboxed processes still running after grading: {survivors}"
+
+
+def _write_table(run) -> None:
+    lines = ["| attack | what the submission does | outcome | verdict |", "|---|---|---|---|"]
+    for attack in ATTACKS:
+        outcome = OUTCOMES[attack.name]
+        result = f"{outcome['status']}, auto score {outcome['score']}"
+        if outcome["runtime"]:
+            result += "; " + "; ".join(reason[:140] for reason in outcome["runtime"][:2])
+        if outcome["found"]:
+            result += "; found: " + ", ".join(outcome["found"])
+        lines.append(f"| {attack.threat} | {attack.spec['description']} | {result.replace('|', '/')} | {outcome['verdict']} |")
+    header = ["# Attacks on the grader", "",
+              f"Generated by `pytest tests/test_grading_attacks.py` ({len(ATTACKS)} attacks, graded together with an honest",
+              f"control submission, {run.workers} workers, {CELL_TIMEOUT_S} s per cell). Sandbox: {run.sandbox}.", "",
+              "*defended*: the submission got no point beyond what its honest part earns; *flagged*: it is on the",
+              "instructor's review list with the reason shown.", ""]
+    TABLE.write_text("\n".join(header + lines) + "\n", encoding="utf-8")

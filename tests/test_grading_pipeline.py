@@ -1,0 +1,218 @@
+"""The nbgrader pipeline end to end, for every assignment found in solutions/.
+
+One temporary course is prepared per module (copy of solutions/, release generated once); every
+submission below is graded in a single `grade` run with two workers, then each test reads its row:
+
+- the source notebook itself, graded as a submission, passes every test, hidden ones included, and
+  autogrades to full marks without being flagged (it is the model solution);
+- the release has no solution code and no hidden test (line by line against the source);
+- the untouched release fails every test and scores 0 (nbgrader's `validate --invert` semantics);
+- fixture submissions (tests/submissions/<assignment>/<name>/) score what their expected.json says;
+- two learners go through the whole cycle (release, fetch, submit, collect, grade, feedback, CSV):
+  one types the model solution into the fetched release, the other hands it in untouched;
+- re-running is idempotent; manual grades survive a forced re-autograde.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from course_utils.grading import fixtures, notebooks, pipeline
+from course_utils.grading.autograde import grade
+from course_utils.grading.layout import CourseLayout, discover_assignments
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+SUBMISSIONS = REPOSITORY / "tests" / "submissions"
+# COURSE_GRADING_ASSIGNMENTS=ex1_manual_attention,ex3_positional_encoding limits a run to some assignments
+# (while writing one); by default every assignment in solutions/ is covered.
+ONLY = [name for name in os.environ.get("COURSE_GRADING_ASSIGNMENTS", "").split(",") if name]
+ASSIGNMENTS = [assignment for assignment in discover_assignments(REPOSITORY / "solutions")
+               if not ONLY or assignment.id in ONLY]
+ASSIGNMENT_IDS = [assignment.id for assignment in ASSIGNMENTS]
+FIXTURES = [(assignment.id, fixture) for assignment in ASSIGNMENTS
+            for fixture in fixtures.discover_fixtures(SUBMISSIONS, assignment.id)]
+CYCLE_ASSIGNMENT = ASSIGNMENT_IDS[0] if ASSIGNMENT_IDS else None
+
+pytestmark = pytest.mark.slow
+
+
+def _row(run, student: str, assignment_id: str):
+    rows = [record for record in run.records if record.student == student and record.assignment == assignment_id]
+    assert len(rows) == 1, f"expected exactly one grade row for {student}/{assignment_id}, found {len(rows)}"
+    return rows[0]
+
+
+def _explain(record) -> str:
+    return (f"{record.student}/{record.assignment}: status {record.status}, auto {record.auto_score}/{record.auto_max}, "
+            f"failed {record.failed_cells}, reasons {record.reasons}, log {record.log}")
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> CourseLayout:
+    root = tmp_path_factory.mktemp("course")
+    for assignment in ASSIGNMENTS:
+        shutil.copytree(assignment.source_dir, root / "solutions" / assignment.id)
+    shutil.copy(REPOSITORY / "nbgrader_config.py", root)
+    layout = CourseLayout.from_directory(root, exchange=root / "exchange")
+    pipeline.generate_release(layout)
+    return layout
+
+
+@pytest.fixture(scope="module")
+def cycle_learners(course, tmp_path_factory) -> dict[str, str]:
+    """Two learners fetch the first assignment from the exchange, work on it and submit it."""
+    assignment = course.assignment(CYCLE_ASSIGNMENT)
+    pipeline.release_assignment(course, assignment.id)
+    home = tmp_path_factory.mktemp("learners")
+    plans = {"ada": fixtures.model_answers(assignment), "grace": {}}
+    for learner, answers in plans.items():
+        folder = pipeline.fetch_assignment(course, assignment.id, home / learner)
+        notebook_path = folder / f"{assignment.main_notebook.stem}.ipynb"
+        notebooks.save_json(notebooks.fill_in(notebooks.load_json(notebook_path), answers), notebook_path)
+        pipeline.submit(course, assignment.id, learner, home / learner)
+    collected = pipeline.collect(course, assignment.id)
+    assert sorted(collected) == ["ada", "grace"], f"collect should bring both learners' work, got {collected}"
+    return {"ada": "solution", "grace": "untouched release"}
+
+
+@pytest.fixture(scope="module")
+def graded(course, cycle_learners):
+    """Everything graded in one run, two workers."""
+    for assignment in ASSIGNMENTS:
+        release = fixtures.release_notebook(course, assignment)
+        source_files = {path.name: path.read_bytes() for path in assignment.source_dir.glob("*.ipynb")}
+        fixtures.place_submission(course, "source", assignment, source_files)
+        fixtures.place_submission(course, "blank", assignment, fixtures.notebook_files(assignment, release))
+    for assignment_id, fixture in FIXTURES:
+        assignment = course.assignment(assignment_id)
+        fixtures.place_submission(course, f"fixture-{fixture.name}", assignment, fixture.files(course, assignment))
+    return grade(course, workers=2, log=print)
+
+
+def test_assignments_are_discovered():
+    assert ASSIGNMENT_IDS, "no assignment found in solutions/ (expected solutions/<id>/<id>.ipynb)"
+    if not ONLY:
+        assert "ex1_manual_attention" in ASSIGNMENT_IDS, f"ex1_manual_attention missing from {ASSIGNMENT_IDS}"
+
+
+@pytest.mark.parametrize("assignment_id", ASSIGNMENT_IDS)
+def test_release_has_no_solution_and_no_hidden_test(course, assignment_id):
+    assignment = course.assignment(assignment_id)
+    for name in assignment.notebooks:
+        source = notebooks.load_json(assignment.source_dir / f"{name}.ipynb")
+        release = notebooks.load_json(course.release_dir / assignment_id / f"{name}.ipynb")
+        release_cells = notebooks.graded_cells(release)
+        release_text = "\n".join(notebooks.source_text(cell) for cell in release["cells"])
+        for marker in (notebooks.BEGIN_SOLUTION, notebooks.END_SOLUTION, notebooks.BEGIN_HIDDEN, notebooks.END_HIDDEN):
+            assert marker not in release_text, f"release/{assignment_id}/{name}.ipynb still contains '{marker}'"
+        # A secret line is one that appears only inside solution or hidden-test regions of the source.
+        public, secret = set(), set()
+        for cell in source["cells"]:
+            inside, outside = notebooks.split_secret(notebooks.source_text(cell))
+            if notebooks.is_solution(cell) and not inside:
+                inside, outside = outside, []  # a whole-cell answer (written answers) is secret as a whole
+            secret |= {line.strip() for line in inside}
+            public |= {line.strip() for line in outside}
+        secret = {line for line in secret - public if len(line) > 3}
+        for cell in release["cells"]:
+            for number, line in enumerate(notebooks.source_text(cell).splitlines(), start=1):
+                assert line.strip() not in secret, (
+                    f"release/{assignment_id}/{name}.ipynb, cell {notebooks.grade_id(cell) or cell.get('id')}, "
+                    f"line {number} gives away the solution or a hidden test: {line.strip()!r}")
+            assert not cell.get("outputs"), f"release/{assignment_id}/{name}.ipynb carries outputs"
+        for grade_id, cell in notebooks.graded_cells(source).items():
+            assert grade_id in release_cells, f"graded cell {grade_id} of the source is missing from the release"
+
+
+@pytest.mark.parametrize("assignment_id", ASSIGNMENT_IDS)
+def test_source_notebook_passes_all_its_tests_and_autogrades_to_full_marks(graded, course, assignment_id):
+    record = _row(graded, "source", assignment_id)
+    assert record.status == "graded", _explain(record)
+    assert record.auto_score == record.auto_max > 0, _explain(record)
+    assert record.failed_cells == [], _explain(record)
+    assert not record.needs_review, f"the model solution must not be flagged: {_explain(record)}"
+    release = fixtures.release_notebook(course, course.assignment(assignment_id))
+    manual_points = sum(float(notebooks.nbgrader_meta(cell)["points"]) for cell in release["cells"]
+                        if notebooks.is_grade(cell) and not notebooks.is_autograded_test(cell))
+    assert record.manual_pending == manual_points, f"manual answers wait for the instructor: {_explain(record)}"
+
+
+@pytest.mark.parametrize("assignment_id", ASSIGNMENT_IDS)
+def test_untouched_release_fails_every_test_and_scores_zero(graded, assignment_id):
+    record = _row(graded, "blank", assignment_id)
+    assert record.status == "graded", _explain(record)
+    assert record.score == 0 and record.auto_score == 0, _explain(record)
+    assert record.passed_cells == [] and record.failed_cells, (
+        f"every autograded test must fail on the untouched release: {_explain(record)}")
+
+
+@pytest.mark.parametrize("assignment_id,fixture", FIXTURES, ids=[f"{a}-{f.name}" for a, f in FIXTURES])
+def test_fixture_submission_scores_as_expected(graded, assignment_id, fixture):
+    record = _row(graded, f"fixture-{fixture.name}", assignment_id)
+    expected = fixture.expected
+    assert record.status == "graded", _explain(record)
+    assert record.auto_score == expected["auto_score"], f"{fixture.expected['description']}: {_explain(record)}"
+    assert set(expected.get("failing", [])) <= set(record.failed_cells), _explain(record)
+    assert set(expected.get("passing", [])) <= set(record.passed_cells), _explain(record)
+    if expected["auto_score"] == record.auto_max:
+        assert not record.needs_review, f"a correct alternative must not be flagged: {_explain(record)}"
+
+
+def test_whole_cycle_two_learners_end_in_the_csv(graded, course):
+    ada, grace = _row(graded, "ada", CYCLE_ASSIGNMENT), _row(graded, "grace", CYCLE_ASSIGNMENT)
+    assert ada.auto_score == ada.auto_max > 0, _explain(ada)
+    assert grace.auto_score == 0, _explain(grace)
+    with open(graded.csv_path, newline="") as handle:
+        rows = {(row["student"], row["assignment"]): row for row in csv.DictReader(handle)}
+    assert ("ada", CYCLE_ASSIGNMENT) in rows and ("grace", CYCLE_ASSIGNMENT) in rows, f"CSV rows: {sorted(rows)}"
+    assert float(rows[("ada", CYCLE_ASSIGNMENT)]["auto_score"]) == ada.auto_max
+    nbgrader_csv = pipeline.export_nbgrader_csv(course, course.output_dir / "nbgrader_grades.csv")
+    with open(nbgrader_csv, newline="") as handle:
+        learners = {row["student_id"] for row in csv.DictReader(handle) if row["assignment"] == CYCLE_ASSIGNMENT}
+    assert {"ada", "grace"} <= learners, f"nbgrader's own export lacks a learner: {sorted(learners)}"
+    for learner in ("ada", "grace"):
+        pages = list((course.feedback_dir / learner / CYCLE_ASSIGNMENT).glob("*.html"))
+        assert pages, f"no feedback generated for {learner}"
+        html = pages[0].read_text(encoding="utf-8")
+        assert "BEGIN HIDDEN TESTS" not in html, f"feedback for {learner} reveals the hidden tests"
+
+
+def test_every_collected_submission_has_one_row(graded, course):
+    folders = {(path.parent.name, path.name) for path in course.submitted_dir.glob("*/*") if path.is_dir()}
+    rows = {(record.student, record.assignment) for record in graded.records}
+    assert rows == folders, f"rows without a submission: {rows - folders}; submissions without a row: {folders - rows}"
+    assert len(graded.records) == len(folders), "a submission has more than one row"
+
+
+def test_rerun_is_idempotent_and_skips_unchanged_work(graded, course):
+    again = grade(course, workers=2, log=print)
+    assert not any(record.executed for record in again.records), "unchanged submissions were executed again"
+    before = {(r.student, r.assignment): (r.status, r.score, r.auto_score, tuple(r.failed_cells)) for r in graded.records}
+    after = {(r.student, r.assignment): (r.status, r.score, r.auto_score, tuple(r.failed_cells)) for r in again.records}
+    assert after == before, "a second grading run changed the grades"
+
+
+def test_manual_grade_survives_forced_regrade(graded, course):
+    from nbgrader.api import Gradebook
+
+    assignment = course.assignment(CYCLE_ASSIGNMENT)
+    release = fixtures.release_notebook(course, assignment)
+    manual_cells = [notebooks.grade_id(cell) for cell in release["cells"]
+                    if notebooks.is_grade(cell) and not notebooks.is_autograded_test(cell)]
+    if not manual_cells:
+        pytest.skip(f"{CYCLE_ASSIGNMENT} has no manually graded cell")
+    with Gradebook(course.db_url, course.course_id) as gradebook:
+        grade_entry = gradebook.find_grade(manual_cells[0], assignment.main_notebook.stem, assignment.id, "ada")
+        grade_entry.manual_score = 1.0
+        gradebook.db.commit()
+    again = grade(course, workers=1, force=True, students=["ada"], log=print)
+    ada = _row(again, "ada", CYCLE_ASSIGNMENT)
+    assert ada.executed, "--force should run ada's notebook again"
+    assert ada.score == ada.auto_max + 1.0, f"the manual point was lost: {_explain(ada)}"
+    with Gradebook(course.db_url, course.course_id) as gradebook:
+        kept = gradebook.find_grade(manual_cells[0], assignment.main_notebook.stem, assignment.id, "ada").manual_score
+    assert kept == 1.0, f"manual score after re-autograde: {kept}"

@@ -1,0 +1,192 @@
+"""Fast checks of the grading package's parts that run no kernel: static checks, repairs, settings."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from course_utils.grading import notebooks
+from course_utils.grading.fixtures import discover_attacks, discover_fixtures, load_answers
+from course_utils.grading.layout import CourseLayout, GradingSettings, discover_assignments
+from course_utils.grading.preflight import inspect_submission, rebuild
+from course_utils.grading.report import read_csv, write_csv
+from course_utils.grading.sandbox import plan_mounts
+from course_utils.grading.static_checks import scan_cells
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+SUBMISSIONS = REPOSITORY / "tests" / "submissions"
+SETUP = "import math\n\nimport numpy as np\nimport torch\n"
+
+
+def _codes(source: str, **options) -> set[str]:
+    found = scan_cells({"cell": source}, fixed_sources=[SETUP], **options)
+    return {finding.code for finding in found.get("cell", [])}
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("np.allclose = lambda *a, **k: True", "monkeypatch"),
+    ("import numpy.testing as t\nt.assert_allclose = print", "monkeypatch"),
+    ("alias = np\nalias.isclose = None", "monkeypatch"),
+    ("get_ipython().set_custom_exc((Exception,), None)", "dynamic-access"),
+    ("%config InteractiveShell.ast_node_interactivity = 'none'", "dynamic-access"),
+    ("import sys\nx = sys._getframe(1).f_locals", "frame-access"),
+    ("class Fake(torch.Tensor):\n    pass", "tensor-subclass"),
+    ("class Yes:\n    def __eq__(self, other):\n        return True", "comparison-hook"),
+    ("import os\nprint(os.environ)", "sensitive-import"),
+    ("print(open('/etc/passwd').read())", "dynamic-access"),
+    ("x = 'NBGRADER_EXECUTION'", "infrastructure-string"),
+    ("float = lambda value: 0.7", "rebinds-test-name"),
+    ("np = None", "rebinds-test-name"),
+    ("out = torch.nn.functional.scaled_dot_product_attention(q, k, v)", "forbidden-helper"),
+    ("x = ().__class__.__base__.__subclasses__()", "dunder-access"),
+])
+def test_static_checks_flag_tampering(source, expected):
+    codes = _codes(source, forbidden=("scaled_dot_product_attention",))
+    assert expected in codes, f"{source!r} should be flagged as {expected}, got {sorted(codes)}"
+
+
+@pytest.mark.parametrize("source", [
+    "import numpy as np\nimport torch\ndef f(X):\n    Q = X @ X.T\n    w = np.exp(Q - Q.max(axis=-1, keepdims=True))\n    return w / w.sum(axis=-1, keepdims=True)",
+    "class Layer(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.linear = torch.nn.Linear(2, 2)\n    def forward(self, x):\n        return self.linear(x)",
+    "weights = [[0.4, 0.2, 0.4]]\nweights[0][1] = 0.2\nresult = {'a': 1}\nresult['b'] = 2",
+    "from math import sqrt\nimport numpy as np\nvalues = sorted(x for x in range(3))",
+])
+def test_static_checks_leave_ordinary_code_alone(source):
+    assert _codes(source) == set(), f"ordinary code was flagged: {_codes(source)}"
+
+
+def test_static_checks_accept_every_model_solution_and_correct_fixture():
+    for assignment in discover_assignments(REPOSITORY / "solutions"):
+        answers = notebooks.solution_answers(notebooks.load_json(assignment.main_notebook))
+        fixed = [notebooks.source_text(cell) for cell in notebooks.load_json(assignment.main_notebook)["cells"]
+                 if cell["cell_type"] == "code" and notebooks.is_locked(cell) and not notebooks.is_solution(cell)]
+        code = {gid: text for gid, text in answers.items()
+                if notebooks.graded_cells(notebooks.load_json(assignment.main_notebook))[gid]["cell_type"] == "code"}
+        found = scan_cells(code, fixed_sources=fixed, forbidden=assignment.settings.forbidden_calls,
+                           allowed_imports=assignment.settings.allowed_imports)
+        assert not found, f"{assignment.id}: the model solution is flagged: {found}"
+        for fixture in discover_fixtures(SUBMISSIONS, assignment.id):
+            if fixture.expected.get("failing"):
+                continue  # only correct alternatives must pass unflagged
+            answers = {gid: text for gid, text in load_answers(fixture.folder).items() if gid in code}
+            found = scan_cells(answers, fixed_sources=fixed, forbidden=assignment.settings.forbidden_calls,
+                               allowed_imports=assignment.settings.allowed_imports)
+            assert not found, f"{assignment.id}/{fixture.name} is flagged: {found}"
+
+
+def _release_like() -> dict:
+    """A tiny notebook shaped like a release: a locked setup cell, a solution cell, a test cell."""
+    def cell(cell_type, source, grade_id=None, **flags):
+        made = {"cell_type": cell_type, "metadata": {}, "source": source}
+        if cell_type == "code":
+            made.update(outputs=[], execution_count=None)
+        if grade_id:
+            made["metadata"]["nbgrader"] = {"grade_id": grade_id, "grade": False, "solution": False, "locked": False,
+                                            "schema_version": 3, "task": False, **flags}
+        return made
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3"}}, "cells": [
+        cell("markdown", "# statement"),
+        cell("code", "import numpy as np", "setup", locked=True),
+        cell("code", "# YOUR CODE HERE\nraise NotImplementedError()", "answer", solution=True),
+        cell("code", "assert answer == 42", "test_answer", grade=True, locked=True, points=2),
+    ]}
+
+
+def test_rebuild_restores_deleted_tests_and_drops_stray_metadata():
+    release = _release_like()
+    submitted = json.loads(json.dumps(release))
+    submitted["cells"][2]["source"] = "answer = 42"
+    del submitted["cells"][3]  # the test cell is gone
+    submitted["cells"].append({"cell_type": "code", "source": "print(1)", "outputs": [], "execution_count": None,
+                               "metadata": {"nbgrader": {"grade_id": "bonus", "grade": True, "points": 50}}})
+    submitted["cells"].append({"cell_type": "code", "source": "pass", "outputs": [], "execution_count": None,
+                               "metadata": {"nbgrader": "garbage"}})
+    findings = []
+    clean = rebuild(submitted, release, "nb", findings)
+    ids = [notebooks.grade_id(cell) for cell in clean["cells"]]
+    assert ids.count("test_answer") == 1 and ids.index("test_answer") == ids.index("answer") + 1, (
+        f"the deleted test should come back right after its answer cell: {ids}")
+    assert "bonus" not in ids, "a made-up graded cell must lose its metadata"
+    assert {f.code for f in findings} >= {"cell-restored", "unknown-cell-id", "stray-metadata"}, findings
+    assert clean["cells"][ids.index("answer")]["source"] == "answer = 42", "the learner's answer must be kept"
+
+
+def test_rebuild_keeps_the_first_copy_of_a_duplicated_id_and_restores_points_and_types():
+    release = _release_like()
+    submitted = json.loads(json.dumps(release))
+    copy = json.loads(json.dumps(submitted["cells"][3]))
+    copy["source"] = "pass"
+    submitted["cells"].insert(0, copy)
+    submitted["cells"][4]["metadata"]["nbgrader"]["points"] = 100
+    submitted["cells"][4]["cell_type"] = "markdown"
+    findings = []
+    clean = rebuild(submitted, release, "nb", findings)
+    graded = [cell for cell in clean["cells"] if notebooks.grade_id(cell) == "test_answer"]
+    assert len(graded) == 1, "a duplicated id must be graded once"
+    assert graded[0]["source"] == "assert answer == 42", "a locked cell must get the release's source back"
+    assert graded[0]["metadata"]["nbgrader"]["points"] == 2 and graded[0]["cell_type"] == "code"
+    assert {"duplicate-cell-id", "points-changed", "cell-type-changed", "locked-cell-edited"} & {f.code for f in findings}
+
+
+def test_unreadable_and_renamed_notebooks(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(REPOSITORY / "solutions" / "ex1_manual_attention", root / "solutions" / "ex1_manual_attention")
+    layout = CourseLayout.from_directory(root)
+    assignment = layout.assignment("ex1_manual_attention")
+    release_dir = tmp_path / "release"
+    release_dir.mkdir()
+    notebooks.save_json(_release_like(), release_dir / "ex1_manual_attention.ipynb")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "ex1_manual_attention.ipynb").write_text('{"cells": [')
+    result = inspect_submission(broken, assignment, release_dir)
+    assert result.unreadable == ["ex1_manual_attention"] and not result.notebooks
+    assert any("not valid JSON" in finding.message for finding in result.findings), result.findings
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    notebooks.save_json(_release_like(), renamed / "Untitled (copy).ipynb")
+    result = inspect_submission(renamed, assignment, release_dir)
+    assert "ex1_manual_attention" in result.notebooks
+    assert "renamed-notebook" in {finding.code for finding in result.findings}
+
+
+def test_grading_settings_reject_unknown_or_invalid_values():
+    with pytest.raises(ValueError, match="unknown key"):
+        GradingSettings.from_metadata({"course_grading": {"cell_timeout": 5}}, "nb")
+    with pytest.raises(ValueError, match="positive integer"):
+        GradingSettings.from_metadata({"course_grading": {"cell_timeout_s": -1}}, "nb")
+    settings = GradingSettings.from_metadata({"course_grading": {"cell_timeout_s": 5, "preload": ["numpy"]}}, "nb")
+    assert settings.cell_timeout_s == 5 and settings.preload == ("numpy",)
+
+
+def test_mount_plan_covers_untraversable_parents_and_refuses_system_folders(tmp_path):
+    secret = tmp_path / "home"
+    (secret / "python" / "lib").mkdir(parents=True)
+    secret.chmod(0o700)
+    hide, mount_back = plan_mounts([str(tmp_path / "course")], [str(secret / "python")], need_traversal=True)
+    # The outermost folder an unprivileged user cannot walk through gets a tmpfs; the path is rebuilt inside it.
+    assert any(str(secret).startswith(hidden + "/") for hidden in hide), (hide, mount_back)
+    assert mount_back == [str(secret / "python")], (hide, mount_back)
+    with pytest.raises(ValueError, match="refusing to hide"):
+        plan_mounts(["/usr"], [], need_traversal=False)
+
+
+def test_attack_and_fixture_folders_are_complete():
+    for attack in discover_attacks(SUBMISSIONS):
+        assert {"threat", "description", "expect"} <= set(attack.spec), f"{attack.name}/attack.json is incomplete"
+        assert "status" in attack.spec["expect"], f"{attack.name}: expect.status is required"
+    for assignment in discover_assignments(REPOSITORY / "solutions"):
+        for fixture in discover_fixtures(SUBMISSIONS, assignment.id):
+            assert "auto_score" in fixture.expected, f"{assignment.id}/{fixture.name}/expected.json needs auto_score"
+
+
+def test_csv_round_trip(tmp_path):
+    from course_utils.grading.autograde import GradeRecord
+
+    records = [GradeRecord("ada", "ex1", "graded", score=16, max_score=18, auto_score=16, auto_max=16, manual_pending=2),
+               GradeRecord("bob", "ex1", "error", needs_review=True, reasons=["not valid JSON"])]
+    rows = read_csv(write_csv(records, tmp_path / "grades.csv"))
+    assert [row["student"] for row in rows] == ["ada", "bob"]
+    assert rows[0]["score"] == "16" and rows[1]["status"] == "error" and rows[1]["reasons"] == "not valid JSON"
