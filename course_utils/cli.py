@@ -36,7 +36,11 @@ def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
     # nbgrader installs its lab and server extensions enabled (tests/test_lab.py checks both).
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:
         extra = ["--allow-root", *extra]  # containers and CI often run as root
-    return _run([sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ROOT}", *extra])
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ROOT}", *extra]
+    print("+", " ".join(cmd), flush=True)
+    os.chdir(ROOT)
+    # Become JupyterLab (no child process), so that stopping `course lab` stops the server too.
+    os.execv(sys.executable, cmd)
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
@@ -76,7 +80,7 @@ def cmd_html(args: argparse.Namespace, extra: list[str]) -> int:
         sys.exit("course html: no notebooks found in notebooks/")
     cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute",
            "--ExecutePreprocessor.timeout=900", f"--output-dir={out}", *map(str, notebooks)]
-    status = _run(cmd, {"MPLBACKEND": "Agg"})
+    status = _run(cmd, {"COURSE_THREADS": os.environ.get("COURSE_THREADS", "1")})
     if status == 0:
         print(f"course html: wrote {len(notebooks)} pages to {out}/ (open {out / notebooks[0].with_suffix('.html').name})")
     return status
