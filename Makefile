@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.course-installed
 # Extras installed with the course: `test` always; CI adds `triton` (COURSE_EXTRAS=test,triton).
 COURSE_EXTRAS ?= test
 
-.PHONY: setup lab test release grade grade-load bench html e2e clean
+.PHONY: setup lab test test-grading release grade grade-load bench html e2e clean
 
 # Create .venv if missing and install the course into it; re-runs only when pyproject.toml changes.
 # COURSE_TORCH pins a particular torch build first (CI: the CPU wheel), e.g. COURSE_TORCH="torch==2.13.0".
@@ -30,6 +30,9 @@ release: setup
 
 grade: setup
 	$(BIN)/course grade
+
+test-grading: setup
+	COURSE_GRADING_ASSIGNMENTS= $(BIN)/course test tests/test_grading_pipeline.py
 
 grade-load: setup
 	$(BIN)/python -m course_utils.grading.load_test
