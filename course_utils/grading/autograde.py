@@ -144,6 +144,13 @@ class SandboxSession:
                            "are other grading runs active? (--uid-base chooses another range)")
 
     def __enter__(self) -> "SandboxSession":
+        try:
+            return self._start()
+        except BaseException:
+            self.__exit__(None, None, None)  # no half-started zygote or folder left behind
+            raise
+
+    def _start(self) -> "SandboxSession":
         self.uids = self._allocate_uids(self.workers + 1) if os.geteuid() == 0 else list(range(self.workers + 1))
         base = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
         self.root = Path(tempfile.mkdtemp(prefix="cg-", dir=base))
@@ -181,7 +188,6 @@ class SandboxSession:
         ready, _, _ = select.select([self.process.stdout], [], [], ZYGOTE_START_TIMEOUT_S)
         line = self.process.stdout.readline() if ready else b""
         if not line:
-            self.__exit__(None, None, None)
             raise RuntimeError(f"the grading sandbox did not start; see {self.log_file.name}")
         ready = json.loads(line)
         self.profile = ready["profile"]

@@ -124,7 +124,9 @@ class SandboxedExecute(Execute):
                 self._stop_kernel()
         else:
             self._consecutive_timeouts = 0
-        if self._limit_outputs(cell):
+        guard_cut = any("output cut by the grader" in str(output.get("text", "")) or
+                        "removed by the grader" in json.dumps(output.get("data", {}))[:2000] for output in cell.outputs)
+        if self._limit_outputs(cell) or guard_cut:
             record["output_cut"] = True
         return cell, self.resources
 
