@@ -35,6 +35,7 @@ __all__ = [
     "padding_mask",
     "combine_masks",
     "check_mask",
+    "check_qkv",
     "from_torch_key_padding_mask",
     "to_torch_attn_mask",
     "KVCache",
@@ -123,6 +124,20 @@ def check_mask(mask: torch.Tensor, score_shape: torch.Size | tuple, name: str = 
 # Scaled dot-product attention
 # --------------------------------------------------------------------------------------------
 
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Raise a clear error unless q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)`` fit together."""
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        raise ValueError(
+            f"q, k, v need at least 2 dims (..., T, d); got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share the last dim d_k: q has {q.shape[-1]}, k has {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same length T_k: k has {k.shape[-2]}, v has {v.shape[-2]}")
+    if k.shape[-2] == 0:
+        raise ValueError("attention over an empty key sequence (T_k = 0) is undefined")
+
+
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -150,16 +165,7 @@ def scaled_dot_product_attention(
         >>> w.sum(-1)
         tensor([[1., 1., 1.]])
     """
-    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
-        raise ValueError(
-            f"q, k, v need at least 2 dims (..., T, d); got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share the last dim d_k: q has {q.shape[-1]}, k has {k.shape[-1]}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same length T_k: k has {k.shape[-2]}, v has {v.shape[-2]}")
-    if k.shape[-2] == 0:
-        raise ValueError("attention over an empty key sequence (T_k = 0) is undefined")
+    check_qkv(q, k, v)
 
     d_k = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)

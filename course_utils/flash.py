@@ -65,26 +65,19 @@ from dataclasses import dataclass
 
 import torch
 
+from .attention import check_qkv
+
 __all__ = ["flash_attention", "online_softmax_steps", "OnlineSoftmaxStep"]
 
 
 def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                   block_q: int, block_k: int) -> None:
-    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
-        raise ValueError(
-            f"q, k, v need at least 2 dims (..., T, d); got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
+    check_qkv(q, k, v)
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
         raise ValueError(
             "q, k, v must share their leading (batch, head) dims; got "
             f"{tuple(q.shape[:-2])}, {tuple(k.shape[:-2])}, {tuple(v.shape[:-2])}"
         )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share the last dim d_k: q has {q.shape[-1]}, k has {k.shape[-1]}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same length T_k: k has {k.shape[-2]}, v has {v.shape[-2]}")
-    if k.shape[-2] == 0:
-        raise ValueError("attention over an empty key sequence (T_k = 0) is undefined")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k, v must have one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
     if not q.is_floating_point():

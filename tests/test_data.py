@@ -18,15 +18,6 @@ from course_utils import data
 from course_utils.data import BOS_ID, EOS_ID, MASK_ID, NUM_SPECIAL, PAD_ID, UNK_ID
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors on a shared 2-core machine: a second intra-op thread only adds waiting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def date_task():
     return data.make_date_dataset(n_train=3000, n_test=400, seed=3)

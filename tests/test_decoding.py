@@ -14,15 +14,6 @@ from course_utils.models import DecoderOnlyLM, Seq2SeqTransformer, TransformerLM
 PAD, BOS, EOS = 0, 1, 2
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors on a shared 2-core machine: a second intra-op thread only adds waiting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def seq2seq():
     torch.manual_seed(0)

@@ -18,15 +18,6 @@ def _visible_axes(fig: Figure):
     return [ax for ax in fig.axes if ax.axison and ax.get_label() != "<colorbar>"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors on a shared 2-core machine: a second intra-op thread only adds waiting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _render(fig: Figure) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=40)  # renders without a GUI or pyplot

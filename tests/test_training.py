@@ -13,15 +13,6 @@ from course_utils import training
 from course_utils.training import LabelSmoothingLoss
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors on a shared 2-core machine: a second intra-op thread only adds waiting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _classification_problem(n=256, features=8, classes=4, seed=0):
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(n, features, generator=generator)

@@ -217,6 +217,22 @@ def kernel_environment(work_dir: str, runtime_dir: str) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------
 # The kernel process.
 # --------------------------------------------------------------------------------------------
+def _enter_namespaces(profile: dict, hide: list[str], mount_back: list[str]) -> None:
+    """Enter the namespaces the profile asks for (user, mounts, network) and hide the course files.
+
+    Shared by the probe and the kernel, so that what the probe tested is what the kernel gets."""
+    if profile["user_namespace"]:
+        real_uid, real_gid = os.getuid(), os.getgid()
+        _unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET if profile["network"] else 0))
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"0 {real_uid} 1")
+        _write("/proc/self/gid_map", f"0 {real_gid} 1")
+    elif profile["mounts"] or profile["network"]:
+        _unshare((CLONE_NEWNS if profile["mounts"] else 0) | (CLONE_NEWNET if profile["network"] else 0))
+    if profile["mounts"]:
+        apply_mounts(hide, mount_back)
+
+
 def _become_kernel(request: dict, profile: dict, connection_file: str, log_fd: int, supervisor_pid: int,
                    guard) -> None:
     """Runs in the kernel process; never returns."""
@@ -229,16 +245,7 @@ def _become_kernel(request: dict, profile: dict, connection_file: str, log_fd: i
         os.dup2(log_fd, 2)
         os.closerange(3, 1 << 16)  # the zygote's sockets and everything else the grader had open
         uid = request.get("uid") if profile["own_uid"] else None
-        if profile["user_namespace"]:
-            real_uid, real_gid = os.getuid(), os.getgid()
-            _unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET if profile["network"] else 0))
-            _write("/proc/self/setgroups", "deny")
-            _write("/proc/self/uid_map", f"0 {real_uid} 1")
-            _write("/proc/self/gid_map", f"0 {real_gid} 1")
-        elif profile["mounts"] or profile["network"]:
-            _unshare((CLONE_NEWNS if profile["mounts"] else 0) | (CLONE_NEWNET if profile["network"] else 0))
-        if profile["mounts"]:
-            apply_mounts(profile["hide"], profile["mount_back"])
+        _enter_namespaces(profile, profile["hide"], profile["mount_back"])
         apply_limits(request["limits"], own_uid=uid is not None)
         if uid is not None:
             os.setgroups([])
@@ -443,16 +450,7 @@ def _probe(profile: dict, probe_dir: str, hide: list[str], mount_back: list[str]
         message = "ok"
         try:
             uid = profile.get("probe_uid") if profile["own_uid"] else None
-            if profile["user_namespace"]:
-                real_uid, real_gid = os.getuid(), os.getgid()
-                _unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET if profile["network"] else 0))
-                _write("/proc/self/setgroups", "deny")
-                _write("/proc/self/uid_map", f"0 {real_uid} 1")
-                _write("/proc/self/gid_map", f"0 {real_gid} 1")
-            elif profile["mounts"] or profile["network"]:
-                _unshare((CLONE_NEWNS if profile["mounts"] else 0) | (CLONE_NEWNET if profile["network"] else 0))
-            if profile["mounts"]:
-                apply_mounts(hide, mount_back)
+            _enter_namespaces(profile, hide, mount_back)
             if uid is not None:
                 os.setgroups([])
                 os.setresgid(uid, uid, uid)
