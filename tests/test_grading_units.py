@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.grading import notebooks
+from course_utils.grading import kernel_guard, notebooks
 from course_utils.grading.fixtures import discover_attacks, discover_fixtures, load_answers
 from course_utils.grading.layout import CourseLayout, GradingSettings, discover_assignments
 from course_utils.grading.preflight import inspect_submission, rebuild
@@ -190,3 +190,28 @@ def test_csv_round_trip(tmp_path):
     rows = read_csv(write_csv(records, tmp_path / "grades.csv"))
     assert [row["student"] for row in rows] == ["ada", "bob"]
     assert rows[0]["score"] == "16" and rows[1]["status"] == "error" and rows[1]["reasons"] == "not valid JSON"
+
+
+class _RecordingStream:
+    """Stands in for ipykernel's OutStream: a name, the current parent message and a write method."""
+
+    def __init__(self, name):
+        self.name, self.parent_header, self.received = name, {"header": {"msg_id": "cell-1"}}, []
+
+    def write(self, text):
+        self.received.append(text)
+        return len(text)
+
+
+def test_kernel_guard_drops_text_past_the_cell_limit_before_it_is_buffered():
+    limiter = kernel_guard._OutputLimiter(message_chars=40, cell_chars=100)
+    stdout, stderr = _RecordingStream("stdout"), _RecordingStream("stderr")
+    limiter.wrap_stream(stdout)
+    limiter.wrap_stream(stderr)
+    assert all(stdout.write("x" * 30) == 30 for _ in range(10)), "write must report every character as taken"
+    assert sum(map(len, stdout.received)) == 101, "one character past the limit reaches the buffer, no more"
+    stderr.write("e" * 10)
+    assert stderr.received == ["e" * 10], "each stream of a cell has its own budget"
+    stdout.parent_header = {"header": {"msg_id": "cell-2"}}
+    stdout.write("y" * 5)
+    assert stdout.received[-1] == "y" * 5, "the next cell starts with a fresh budget"

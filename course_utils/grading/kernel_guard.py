@@ -4,6 +4,8 @@ Two jobs:
 
 1. Output limits. Every output message leaves the kernel through `Session.send`; the guard caps
    each message and the total per cell, so `print` in an endless loop cannot flood the grader.
+   Text beyond the cell's limit is dropped already when it is written to sys.stdout/sys.stderr,
+   so a printing loop cannot fill the kernel's memory between two flushes either.
    Errors are always delivered (shortened if huge), and when stderr text is dropped a short stderr
    note is kept, so that truncation never turns a failing cell into a passing one.
 2. A tripwire. It remembers the objects the tests rely on (builtins, NumPy and PyTorch checks,
@@ -61,6 +63,8 @@ def install(app, settings: dict) -> None:
     limiter = _OutputLimiter(int(settings.get("message_chars", 200_000)), int(settings.get("cell_chars", 2_000_000)))
     for session in sessions.values():
         limiter.wrap(session)
+    for stream in (sys.stdout, sys.stderr):
+        limiter.wrap_stream(stream)
     tripwire = _Tripwire(shell)
     module = types.ModuleType("course_grader_guard")
     module.report = tripwire.report
@@ -73,6 +77,33 @@ class _OutputLimiter:
         self.message_chars, self.cell_chars = message_chars, cell_chars
         self.used: dict[str, int] = {}
         self.noted: set[str] = set()
+        self.written: dict[tuple[str, str], int] = {}   # (cell, stream name) -> characters buffered
+
+    def wrap_stream(self, stream) -> None:
+        """Drop text written past the cell's limit before the kernel buffers it.
+
+        One character more than the limit is let through, so that `limit` below still sees the
+        excess and adds its note to the cell's output.
+        """
+        original = getattr(stream, "write", None)
+        if original is None or not hasattr(stream, "parent_header"):
+            return
+        limit = self.cell_chars + 1
+
+        def write(text):
+            parent = getattr(stream, "parent_header", None) or {}
+            key = ((parent.get("header") or parent).get("msg_id", ""), getattr(stream, "name", ""))
+            written = self.written.get(key, 0)
+            if not isinstance(text, str) or written + len(text) <= limit:
+                self.written[key] = written + (len(text) if isinstance(text, str) else 0)
+                return original(text)
+            kept = text[:max(limit - written, 0)]
+            self.written[key] = limit
+            if kept:
+                original(kept)
+            return len(text)
+
+        stream.write = write
 
     def wrap(self, session) -> None:
         original = session.send
