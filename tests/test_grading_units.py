@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -215,3 +217,45 @@ def test_kernel_guard_drops_text_past_the_cell_limit_before_it_is_buffered():
     stdout.parent_header = {"header": {"msg_id": "cell-2"}}
     stdout.write("y" * 5)
     assert stdout.received[-1] == "y" * 5, "the next cell starts with a fresh budget"
+
+
+def test_load_test_checks_exact_scores_and_attack_bounds():
+    from course_utils.grading.load_test import unexpected
+
+    expected = {"a-model": ("graded", 16.0, True), "b-attack-x": ("graded", 4.0, False), "c-broken": ("error", 0.0, True)}
+    rows = {"a-model": {"status": "graded", "auto_score": "16"}, "b-attack-x": {"status": "graded", "auto_score": "2"},
+            "c-broken": {"status": "error", "auto_score": "0"}}
+    assert unexpected(expected, rows) == [], "scores as expected (an attack below its bound) must pass"
+    rows["b-attack-x"]["auto_score"] = "5"
+    rows["a-model"]["auto_score"] = "15"
+    rows["c-broken"]["status"] = "graded"
+    problems = unexpected(expected, rows)
+    assert len(problems) == 3 and "<= 4" in problems[1], f"each broken promise must be reported: {problems}"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="sandbox uids are used only when grading runs as root")
+def test_sweep_returns_only_when_no_process_of_the_uid_is_left():
+    from course_utils.grading import sandbox
+
+    uid = 1_659_999  # above the uids the grader allocates from
+    assert sandbox._count_processes(uid) == 0, f"uid {uid} is in use on this machine"
+    starter = os.fork()
+    if starter == 0:  # becomes the uid, leaves 30 orphans behind (like a fork bomb's survivors), exits
+        try:
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            for _ in range(30):
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+        finally:
+            os._exit(0)
+    os.waitpid(starter, 0)
+    deadline = time.monotonic() + 10
+    while sandbox._count_processes(uid) < 30 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sandbox._count_processes(uid) == 30, "the orphans did not start"
+    assert sandbox.sweep_uid(uid), "the sweep gave up"
+    assert sandbox._count_processes(uid) == 0, (
+        "processes of the uid are still there (even as zombies they count against the next kernel's limit)")

@@ -289,9 +289,15 @@ def _become_kernel(request: dict, profile: dict, connection_file: str, log_fd: i
 # --------------------------------------------------------------------------------------------
 # Cleaning up after a kernel.
 # --------------------------------------------------------------------------------------------
-def sweep_uid(uid: int) -> None:
-    """Kill every process that runs as `uid` (a fork bomb's survivors included); root only."""
-    for _ in range(3):
+def sweep_uid(uid: int, timeout_s: float = 10.0) -> bool:
+    """Kill every process that runs as `uid` (a fork bomb's survivors included); root only.
+
+    Waits until they are gone: a killed process still counts against the uid's process limit until
+    its parent has reaped it, and the next kernel of this uid would otherwise start short of threads.
+    Returns False if some were still there after `timeout_s`.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
         pid = os.fork()
         if pid == 0:
             try:
@@ -302,6 +308,11 @@ def sweep_uid(uid: int) -> None:
                 pass
             os._exit(0)
         os.waitpid(pid, 0)
+        if _count_processes(uid) == 0:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
 
 
 def _namespace_of(pid: int | str) -> str | None:
@@ -382,7 +393,7 @@ def _supervise(connection: socket.socket, listener: socket.socket, profile: dict
             namespace = _namespace_of(kernel_pid)
         if ending is None and time.monotonic() - started > wall_limit:
             ending = f"stopped after the wall-clock limit of {wall_limit:.0f} s"
-            _kill_kernel(kernel_pid, uid, namespace)
+            _signal_group(kernel_pid, signal.SIGKILL)  # reaped above next time round, then swept below
         readable, _, _ = select.select([connection], [], [], 0.1)
         if readable:
             try:
@@ -391,7 +402,7 @@ def _supervise(connection: socket.socket, listener: socket.socket, profile: dict
                 message = b""
             if not message:  # the launcher is gone: so is the kernel
                 ending = ending or "stopped because the grading process went away"
-                _kill_kernel(kernel_pid, uid, namespace)
+                _signal_group(kernel_pid, signal.SIGKILL)
                 continue
             for line in message.decode(errors="replace").splitlines():
                 if line == "interrupt":
@@ -427,11 +438,16 @@ def _signal(pid: int, number: int) -> None:
         pass
 
 
-def _kill_kernel(kernel_pid: int, uid: int | None, namespace: str | None) -> None:
+def _signal_group(pid: int, number: int) -> None:
     try:
-        os.killpg(kernel_pid, signal.SIGKILL)
+        os.killpg(pid, number)
     except OSError:
         pass
+
+
+def _kill_kernel(kernel_pid: int, uid: int | None, namespace: str | None) -> None:
+    """After the kernel was reaped: kill whatever it left running, and wait until it is gone."""
+    _signal_group(kernel_pid, signal.SIGKILL)
     if uid is not None:
         sweep_uid(uid)
     else:
