@@ -200,7 +200,9 @@ def time_call(fn: Callable[[], object], device: torch.device | str = "cpu", *, w
     """Median wall time of ``fn()`` after ``warmup`` discarded calls.
 
     Repeats at least ``min_repeats`` times and then until ``budget_s`` seconds are spent or
-    ``max_repeats`` is reached. ``timer``: ``"auto"``, ``"perf_counter"`` (CPU), ``"cuda-events"``
+    ``max_repeats`` is reached. ``timer``: ``"auto"``, ``"perf_counter"`` (CPU wall time),
+    ``"process_time"`` (CPU time of this process, all its threads: time other programs on a shared
+    machine take cannot be added to it, so exponents fitted from it are steadier), ``"cuda-events"``
     or ``"do_bench"`` (CUDA). ``"auto"`` on CUDA uses Triton's ``do_bench`` for calls under 50 ms
     (it needs many calls) and CUDA events for slower ones; the duration of the last warm-up call
     decides, or ``expected_call_s`` when the caller has already run ``fn`` (``warmup=0``).
@@ -208,10 +210,12 @@ def time_call(fn: Callable[[], object], device: torch.device | str = "cpu", *, w
     device = torch.device(device)
     if min_repeats < 1 or max_repeats < min_repeats:
         raise ValueError(f"need 1 <= min_repeats <= max_repeats; got {min_repeats}, {max_repeats}")
-    if timer not in ("auto", "perf_counter", "cuda-events", "do_bench"):
+    if timer not in ("auto", "perf_counter", "process_time", "cuda-events", "do_bench"):
         raise ValueError(f"unknown timer {timer!r}")
     if device.type != "cuda" and timer in ("cuda-events", "do_bench"):
         raise ValueError(f"timer {timer!r} needs a CUDA device, got {device}")
+    if device.type == "cuda" and timer == "process_time":
+        raise ValueError("timer 'process_time' measures the CPU; a CUDA kernel runs asynchronously on the GPU")
 
     last_call_s = expected_call_s or 0.0
     for _ in range(warmup):
@@ -240,12 +244,13 @@ def time_call(fn: Callable[[], object], device: torch.device | str = "cpu", *, w
             times.append(start.elapsed_time(end) / 1e3)
         return Timing(statistics.median(times), min(times), len(times), "cuda-events")
 
+    clock = time.process_time if timer == "process_time" else time.perf_counter
     times = []
     while len(times) < min_repeats or (len(times) < max_repeats and sum(times) < budget_s):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(time.perf_counter() - start)
-    return Timing(statistics.median(times), min(times), len(times), "perf_counter")
+        times.append(clock() - start)
+    return Timing(statistics.median(times), min(times), len(times), clock.__name__)
 
 
 # --------------------------------------------------------------------------------------------

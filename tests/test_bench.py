@@ -53,6 +53,20 @@ def test_time_call_median_ignores_one_slow_outlier():
         bench.time_call(fn, CPU, min_repeats=0)
 
 
+def test_process_time_timer_counts_this_process_only():
+    # Sleeping stands in for another program using the CPU: wall time sees it, CPU time does not.
+    def sleep_then_work():
+        time.sleep(0.02)
+        sum(i * i for i in range(20_000))
+
+    wall = bench.time_call(sleep_then_work, CPU, warmup=0, min_repeats=3, max_repeats=3)
+    cpu = bench.time_call(sleep_then_work, CPU, warmup=0, min_repeats=3, max_repeats=3, timer="process_time")
+    assert wall.timer == "perf_counter" and cpu.timer == "process_time"
+    assert wall.min_s >= 0.02 > cpu.min_s > 0, f"wall {wall.min_s * 1e3:.1f} ms, CPU {cpu.min_s * 1e3:.1f} ms"
+    with pytest.raises(ValueError, match="process_time"):
+        bench.time_call(lambda: None, "cuda", timer="process_time")
+
+
 def test_cuda_timer_choice_with_fake_cuda(monkeypatch):
     """The GPU path without a GPU: fast calls go to triton's do_bench, slow ones to CUDA events."""
 
