@@ -212,7 +212,8 @@ class SandboxSession:
     def sweep(self, slot: int) -> None:
         """Kill whatever a slot's kernels left running (root only; otherwise the supervisor did it)."""
         if self.profile.get("own_uid") and not sandbox.sweep_uid(self.uid_for(slot)):
-            message = f"processes of sandbox uid {self.uid_for(slot)} survived the sweep; its next kernel may be short of processes\n"
+            message = (f"processes of sandbox uid {self.uid_for(slot)} survived the sweep; "
+                       "its next kernel may be short of processes\n")
             if getattr(self, "log_file", None):
                 self.log_file.write(message.encode())
             print(message, end="", file=sys.stderr, flush=True)

@@ -8,9 +8,10 @@ every fixture in tests/submissions/<assignment>/ (correct alternatives and typic
 attacks of tests/submissions/attacks/ (for ex1, the assignment they are written against; the endless
 loops are left out, since each only waits out its cell time limit) and a notebook that is not valid
 JSON, in the proportions of a class: mostly honest work, a few broken files, attacks in at most a
-third of the slots. Each has a known expected score: exact, or for an attack the most its honest part may earn.
-For every worker count the whole batch is graded from scratch in a temporary course; the run fails
-(exit status 1) unless the CSV has exactly one row per submission with the expected score and status.
+third of the slots. Each has a known expected score: exact, or for an attack the most that its honest
+part may earn. For every worker count the whole batch is graded from scratch in a temporary course;
+the run fails (exit status 1) unless the CSV has exactly one row per submission with the expected
+score and status.
 """
 from __future__ import annotations
 
