@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from course_utils.grading import kernel_guard, notebooks
-from course_utils.grading.fixtures import discover_attacks, discover_fixtures, load_answers
+from course_utils.grading.fixtures import discover_attacks, discover_fixtures
 from course_utils.grading.layout import CourseLayout, GradingSettings, discover_assignments
 from course_utils.grading.preflight import inspect_submission, rebuild
 from course_utils.grading.report import read_csv, write_csv
@@ -72,7 +72,7 @@ def test_static_checks_accept_every_model_solution_and_correct_fixture():
         for fixture in discover_fixtures(SUBMISSIONS, assignment.id):
             if fixture.expected.get("failing"):
                 continue  # only correct alternatives must pass unflagged
-            answers = {gid: text for gid, text in load_answers(fixture.folder).items() if gid in code}
+            answers = {gid: text for gid, text in fixture.answers(assignment).items() if gid in code}
             found = scan_cells(answers, fixed_sources=fixed, forbidden=assignment.settings.forbidden_calls,
                                allowed_imports=assignment.settings.allowed_imports)
             assert not found, f"{assignment.id}/{fixture.name} is flagged: {found}"
@@ -182,6 +182,7 @@ def test_attack_and_fixture_folders_are_complete():
     for assignment in discover_assignments(REPOSITORY / "solutions"):
         for fixture in discover_fixtures(SUBMISSIONS, assignment.id):
             assert "auto_score" in fixture.expected, f"{assignment.id}/{fixture.name}/expected.json needs auto_score"
+            assert fixture.answers(assignment), f"{assignment.id}/{fixture.name}: no answer at all"  # and its base resolves
 
 
 def test_csv_round_trip(tmp_path):

@@ -3,10 +3,14 @@
 A fixture is a folder `tests/submissions/<assignment>/<name>/` with one file per solution cell the
 learner filled in (`<grade id>.py` for code, `<grade id>.md` for written answers) and
 `expected.json` (what grading must give). The notebook is assembled from the *current* release, so
-fixtures stay valid when the statement changes. Cells without a file keep the release's stub.
+fixtures stay valid when the statement changes. Answers start from a base, `expected.json`'s "base":
+"release" (the default: cells without a file keep the release's stub), "solution" (the model
+solution's code cells, so that a typical mistake holds only the cell it gets wrong; written answers
+keep the stub) or another fixture's name (its answers, resolved the same way); the folder's files
+override the base's.
 
-An attack is a folder `tests/submissions/attacks/<name>/` with `attack.json` (threat, base answers,
-expectations), optional answer files that override the base, and an optional `mutate.py` whose
+An attack is a folder `tests/submissions/attacks/<name>/` with `attack.json` (threat, base answers as
+above, expectations), optional answer files that override the base, and an optional `mutate.py` whose
 `mutate(notebook, context)` returns the submission's files ({relative path: bytes}) for attacks on
 the notebook file itself (broken JSON, duplicated cells, extra modules...).
 """
@@ -36,12 +40,37 @@ def load_answers(folder: Path, substitutions: dict[str, str] | None = None) -> d
     return answers
 
 
+def base_answers(base: str, assignment: Assignment, fixtures_root: Path, _seen: tuple[str, ...] = ()) -> dict[str, str]:
+    """The answers a fixture or an attack starts from: "release", "solution" or a fixture's name."""
+    if base == "release":
+        return {}
+    if base == "solution":
+        return model_code_answers(assignment)
+    folder = Path(fixtures_root) / assignment.id / base
+    if not (folder / "expected.json").is_file():
+        raise ValueError(f"base {base!r}: no fixture {folder} (expected 'release', 'solution' or a fixture's name)")
+    if base in _seen:
+        raise ValueError(f"fixture bases form a cycle: {' -> '.join((*_seen, base))}")
+    spec = json.loads((folder / "expected.json").read_text())
+    answers = base_answers(spec.get("base", "release"), assignment, fixtures_root, (*_seen, base))
+    answers.update(load_answers(folder))
+    return answers
+
+
 def release_notebook(layout: CourseLayout, assignment: Assignment) -> dict:
     return nbtools.load_json(layout.release_dir / assignment.id / f"{assignment.main_notebook.stem}.ipynb")
 
 
 def model_answers(assignment: Assignment) -> dict[str, str]:
     return nbtools.solution_answers(nbtools.load_json(assignment.main_notebook))
+
+
+def model_code_answers(assignment: Assignment) -> dict[str, str]:
+    """The model solution's code cells only: its written answers are the marking guide, not a learner's."""
+    source = nbtools.load_json(assignment.main_notebook)
+    cells = nbtools.graded_cells(source)
+    return {grade_id: text for grade_id, text in nbtools.solution_answers(source).items()
+            if cells[grade_id]["cell_type"] == "code"}
 
 
 def place_submission(layout: CourseLayout, student: str, assignment: Assignment, files: dict[str, bytes],
@@ -67,9 +96,12 @@ class Fixture:
     folder: Path
     expected: dict
 
+    def answers(self, assignment: Assignment) -> dict[str, str]:
+        return base_answers(self.name, assignment, self.folder.parents[1])
+
     def files(self, layout: CourseLayout, assignment: Assignment) -> dict[str, bytes]:
         release = release_notebook(layout, assignment)
-        return notebook_files(assignment, nbtools.fill_in(release, load_answers(self.folder)))
+        return notebook_files(assignment, nbtools.fill_in(release, self.answers(assignment)))
 
 
 def discover_fixtures(root: Path, assignment_id: str) -> list[Fixture]:
@@ -93,13 +125,7 @@ class Attack:
     def files(self, layout: CourseLayout, assignment: Assignment, fixtures_root: Path) -> dict[str, bytes]:
         substitutions = {"{{COURSE_DIR}}": str(layout.root), "{{EXCHANGE_DIR}}": str(layout.exchange_dir),
                          "{{SOURCE_DIR}}": str(layout.source_dir)}
-        base = self.spec.get("base", "release")
-        if base == "solution":
-            answers = model_answers(assignment)
-        elif base == "release":
-            answers = {}
-        else:
-            answers = load_answers(Path(fixtures_root) / assignment.id / base)
+        answers = base_answers(self.spec.get("base", "release"), assignment, fixtures_root)
         answers.update(load_answers(self.folder, substitutions))
         notebook = nbtools.fill_in(release_notebook(layout, assignment), answers)
         mutate_file = self.folder / "mutate.py"

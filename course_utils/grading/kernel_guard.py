@@ -46,6 +46,15 @@ IPYTHON_MANAGED_BUILTINS = {"exit", "quit", "get_ipython", "display", "__IPYTHON
 _MISSING = object()
 
 
+def _current(container, key):
+    """What a watched place holds now: a dict entry, a class attribute as stored, or an attribute."""
+    if isinstance(container, dict):
+        return container.get(key, _MISSING)
+    if isinstance(container, type):
+        return _raw_attribute(container, key)
+    return getattr(container, key, _MISSING)
+
+
 def _raw_attribute(klass, name):
     """The attribute as stored in the class (getattr would build a fresh bound object each time)."""
     for base in klass.__mro__:
@@ -250,12 +259,7 @@ class _Tripwire:
         """Undo what learner code replaced, before a test cell runs; remembers what it undid."""
         undone = []
         for label, container, key, original in self.watched:
-            if isinstance(container, dict):
-                current = container.get(key, _MISSING)
-            elif isinstance(container, type):
-                current = _raw_attribute(container, key)
-            else:
-                current = getattr(container, key, _MISSING)
+            current = _current(container, key)
             if current is original:
                 continue
             try:
@@ -321,12 +325,7 @@ class _Tripwire:
     def report(self, nonce: str) -> None:
         problems = []
         for label, container, key, original in self.watched:
-            if isinstance(container, dict):
-                current = container.get(key, _MISSING)
-            elif isinstance(container, type):
-                current = _raw_attribute(container, key)
-            else:
-                current = getattr(container, key, _MISSING)
+            current = _current(container, key)
             if current is not original:
                 problems.append(f"{label} was replaced")
         overridden = {name for name in SHELL_METHODS if name in vars(self.shell)} - self.instance_overrides

@@ -1,6 +1,10 @@
+import json
+
 import nbformat
 
 
 def mutate(notebook, context):
-    old = nbformat.convert(nbformat.from_dict(notebook), 3)
+    # nbformat.reads joins multi-line sources (stored as lists on disk), as the v3 converter expects.
+    current = nbformat.reads(json.dumps(notebook), as_version=4)
+    old = nbformat.convert(current, 3)
     return {f"{context['notebook_name']}.ipynb": nbformat.writes(old, version=3).encode()}
