@@ -525,6 +525,7 @@ class AttentionGrid:
     block: int = 128  # tile size of flash-pytorch
     memory_cap_bytes: int | None = None
     stop_when_oom: str | None = None  # memory grid: stop growing n once this method runs out of memory
+    timer: str = "auto"  # see time_call; "process_time" on a shared CPU
     notes: list[str] = field(default_factory=list)
 
 
@@ -634,6 +635,7 @@ def run_grid(grid: AttentionGrid, progress: Callable[[str], None] | None = print
                 reference_method=reference_method, warmup=grid.warmup, min_repeats=grid.min_repeats,
                 max_repeats=grid.max_repeats, budget_s=grid.budget_s, block=grid.block,
                 memory_cap_bytes=grid.memory_cap_bytes, skip_reason=skip_reason, device_peak_tflops=peak,
+                timer=grid.timer,
             )
             rows.append(row)
             if row["status"] == "ok":
