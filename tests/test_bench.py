@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import platform
+import subprocess
+import sys
 import time
 
 import pytest
@@ -65,6 +68,55 @@ def test_process_time_timer_counts_this_process_only():
     assert wall.min_s >= 0.02 > cpu.min_s > 0, f"wall {wall.min_s * 1e3:.1f} ms, CPU {cpu.min_s * 1e3:.1f} ms"
     with pytest.raises(ValueError, match="process_time"):
         bench.time_call(lambda: None, "cuda", timer="process_time")
+
+
+def test_time_interleaved_takes_turns_and_keeps_each_calls_best_round():
+    order, slow_spell = [], iter([0.03, 0, 0, 0, 0, 0])  # the machine is slow for the very first call
+
+    def make(key, work_s):
+        def fn():
+            order.append(key)
+            time.sleep(work_s + next(slow_spell, 0))
+        return fn
+
+    timings = bench.time_interleaved({"a": make("a", 0.002), "b": make("b", 0.004)}, CPU, rounds=3,
+                                     warmup=0, min_repeats=1, max_repeats=1)
+    assert order == ["a", "b"] * 3, f"the calls should take turns, round after round; ran {order}"
+    assert set(timings) == {"a", "b"} and timings["a"].repeats == 3, timings
+    assert 0.002 <= timings["a"].min_s < 0.02, f"the slow spell should not be a's best round: {timings['a']}"
+    assert timings["a"].min_s < timings["b"].min_s, "a does less work than b"
+    with pytest.raises(ValueError, match="round"):
+        bench.time_interleaved({"a": lambda: None}, CPU, rounds=0)
+
+
+STEADY_ALLOCATOR_PROBE = """
+import ctypes, resource, sys, torch
+from course_utils import bench
+if sys.argv[1] == "steady":
+    assert bench.steady_allocator(), "steady_allocator should apply on Linux with glibc"
+else:  # glibc's starting threshold, held fixed: every 16 MiB block comes from fresh pages
+    ctypes.CDLL(None).mallopt(-3, 128 * 1024)
+faults = []
+for _ in range(6):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    torch.empty(4 * 2**20).fill_(1.0)  # 16 MiB of temporaries, freed at once
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(min(faults[1:]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+                    reason="steady_allocator sets glibc's thresholds; elsewhere it changes nothing")
+def test_steady_allocator_stops_freed_blocks_from_page_faulting_again():
+    def faults_per_call(mode):
+        done = subprocess.run([sys.executable, "-c", STEADY_ALLOCATOR_PROBE, mode], capture_output=True,
+                              text=True, timeout=120, check=True)
+        return int(done.stdout.split()[-1])
+
+    pages = 16 * 2**20 // 4096
+    returned, kept = faults_per_call("default"), faults_per_call("steady")
+    assert returned > pages // 2, f"blocks handed back to the OS must fault in again: {returned} faults per call"
+    assert kept < pages // 20, f"with steady_allocator a reused 16 MiB block faulted {kept} pages (of {pages})"
 
 
 def test_cuda_timer_choice_with_fake_cuda(monkeypatch):
