@@ -9,11 +9,9 @@ Measuring right
   installed (it also flushes the L2 cache between calls), else CUDA events around each call.
 - **Median of repeats.** Other processes, clock boosts and the OS add noise that only ever slows
   a call down; the median ignores the occasional outlier, and the minimum is kept too.
-- **Compare in turns, with a steady allocator.** Calls that will be compared (one method at several
-  sizes, to fit an exponent) are timed round-robin by :func:`time_interleaved`, so a slow spell of
-  the machine falls on all of them alike. On Linux, :func:`steady_allocator` stops glibc from
-  handing freed memory back to the OS between calls, which otherwise adds page faults whose number
-  depends on the program's history.
+- **Compare in turns.** Calls that will be compared (one method at several sizes, to fit an
+  exponent) are timed round-robin by :func:`time_interleaved`, so a slow spell of the machine falls
+  on all of them alike.
 - **Peak memory, not final memory.** Attention's ``n x n`` matrix is freed before the call returns,
   so what matters is the high-water mark *during* the call. On CUDA:
   ``torch.cuda.reset_peak_memory_stats`` then ``max_memory_allocated``. On the CPU PyTorch keeps no
@@ -75,7 +73,6 @@ __all__ = [
     "attention_flops",
     "time_call",
     "time_interleaved",
-    "steady_allocator",
     "peak_memory",
     "Timing",
     "measure_attention",
@@ -288,37 +285,6 @@ def time_interleaved(calls: dict, device: torch.device | str = "cpu", *, rounds:
                              min(t.min_s if t.min_s is not None else t.median_s for t in timings),
                              None if None in repeats else sum(repeats), timings[0].timer)
     return result
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
-
-
-def steady_allocator(mmap_threshold: int = 32 * 2**20, trim_threshold: int = 2**30) -> bool:
-    """Keep the C allocator from returning freed blocks to the OS between calls (glibc only).
-
-    PyTorch takes CPU tensors from ``malloc``. glibc serves a block above its *mmap threshold* with
-    fresh pages from the OS, and gives them back when the block is freed; it also trims the heap once
-    more than its *trim threshold* is free. A call that allocates a few MiB of temporaries then pays
-    a page fault for every 4 KiB page it touches, every time: kernel time that
-    ``timer="process_time"`` counts. Worse, glibc raises the mmap threshold on its own as the program
-    frees blocks (from 128 KiB up to 32 MiB), so how much of a call's time goes to page faults
-    depends on what ran before it. Setting both thresholds with ``mallopt`` fixes them: blocks up to
-    ``mmap_threshold`` come from the heap and stay mapped for the process's life (memory the process
-    holds, not memory it leaks). Returns ``True`` when both were set; ``False`` where the C library
-    is not glibc (macOS, Windows, musl), which changes nothing.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)  # the C library already loaded into this process
-        libc.gnu_get_libc_version  # present in glibc only
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import json
-import platform
-import subprocess
-import sys
 import time
 
 import pytest
@@ -87,36 +84,6 @@ def test_time_interleaved_takes_turns_and_keeps_each_calls_best_round():
     assert timings["a"].min_s < timings["b"].min_s, "a does less work than b"
     with pytest.raises(ValueError, match="round"):
         bench.time_interleaved({"a": lambda: None}, CPU, rounds=0)
-
-
-STEADY_ALLOCATOR_PROBE = """
-import ctypes, resource, sys, torch
-from course_utils import bench
-if sys.argv[1] == "steady":
-    assert bench.steady_allocator(), "steady_allocator should apply on Linux with glibc"
-else:  # glibc's starting threshold, held fixed: every 16 MiB block comes from fresh pages
-    ctypes.CDLL(None).mallopt(-3, 128 * 1024)
-faults = []
-for _ in range(6):
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    torch.empty(4 * 2**20).fill_(1.0)  # 16 MiB of temporaries, freed at once
-    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(min(faults[1:]))
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
-                    reason="steady_allocator sets glibc's thresholds; elsewhere it changes nothing")
-def test_steady_allocator_stops_freed_blocks_from_page_faulting_again():
-    def faults_per_call(mode):
-        done = subprocess.run([sys.executable, "-c", STEADY_ALLOCATOR_PROBE, mode], capture_output=True,
-                              text=True, timeout=120, check=True)
-        return int(done.stdout.split()[-1])
-
-    pages = 16 * 2**20 // 4096
-    returned, kept = faults_per_call("default"), faults_per_call("steady")
-    assert returned > pages // 2, f"blocks handed back to the OS must fault in again: {returned} faults per call"
-    assert kept < pages // 20, f"with steady_allocator a reused 16 MiB block faulted {kept} pages (of {pages})"
 
 
 def test_cuda_timer_choice_with_fake_cuda(monkeypatch):
