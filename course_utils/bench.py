@@ -273,11 +273,11 @@ def time_interleaved(calls: dict, device: torch.device | str = "cpu", *, rounds:
     if rounds < 1:
         raise ValueError(f"need at least one round, got {rounds}")
     per_round: dict = {key: [] for key in calls}
-    for _ in range(rounds):
+    for round_number in range(1, rounds + 1):
         for key, fn in calls.items():
             per_round[key].append(time_call(fn, device, **time_call_options))
         if progress:
-            progress(len(next(iter(per_round.values()))))
+            progress(round_number)
     result = {}
     for key, timings in per_round.items():
         repeats = [t.repeats for t in timings]
