@@ -6,44 +6,70 @@ STAMP  := $(VENV)/.course-installed
 # Extras installed with the course: `test` always; CI adds `triton` (COURSE_EXTRAS=test,triton).
 COURSE_EXTRAS ?= test
 
-.PHONY: setup lab test test-grading release grade grade-load bench html e2e clean
+.PHONY: setup lab test test-fast test-grading release grade grade-load bench html robustness e2e e2e-hub hub-env hub-load clean
 
 # Create .venv if missing and install the course into it; re-runs only when pyproject.toml changes.
-# COURSE_TORCH pins a particular torch build first (CI: the CPU wheel), e.g. COURSE_TORCH="torch==2.13.0".
+# COURSE_TORCH installs a particular torch build first (CI: the CPU wheel), e.g. COURSE_TORCH="torch==2.13.0",
+# or PyTorch's CPU build on a laptop without a GPU:
+#   COURSE_TORCH="torch --index-url https://download.pytorch.org/whl/cpu" make lab
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@if [ -n "$$COURSE_TORCH" ]; then echo "installing $$COURSE_TORCH"; $(BIN)/python -m pip install --quiet "$$COURSE_TORCH"; fi
+	@if [ -n "$$COURSE_TORCH" ]; then echo "installing $$COURSE_TORCH"; $(BIN)/python -m pip install --quiet $$COURSE_TORCH; fi
 	$(BIN)/python -m pip install --quiet -e ".[$(COURSE_EXTRAS)]"
 	@touch $(STAMP)
 
+# The course installed, then the learner's side (`course setup`): the exercises generated from solutions/
+# and your own copy of each in exercises/ (an existing copy is never written over), nbgrader's settings.
 setup: $(STAMP)
+	$(BIN)/course setup
 
+# LAB_ARGS go to `course lab`, e.g. LAB_ARGS="--no-browser --port 8890".
 lab: setup
-	$(BIN)/course lab
+	$(BIN)/course lab $(LAB_ARGS)
+
+# The grader confines learners' kernels with bubblewrap (Debian's package bubblewrap); without it
+# the tests and `make grade` use the grader's hand-written fallback and the report says so.
+BWRAP_INSTALL = command -v bwrap >/dev/null 2>&1 || (apt-get install -y bubblewrap || \
+	(apt-get update && apt-get install -y bubblewrap) || sudo -n apt-get install -y bubblewrap) >/dev/null 2>&1 || \
+	echo "bubblewrap could not be installed: grading uses the hand-written fallback"
 
 test: setup
+	@$(BWRAP_INSTALL)
 	$(BIN)/course test
+
+# The library tests alone (no notebooks, no grading pipeline, no browser): under a minute.
+test-fast: setup
+	$(BIN)/course test --fast
 
 release: setup
 	$(BIN)/course release
 
 grade: setup
+	@$(BWRAP_INSTALL)
 	$(BIN)/course grade
 
 # The grading tests alone (all seven assignments; part of `make test` too). Limit them to some
 # assignments while writing one: COURSE_GRADING_ASSIGNMENTS=ex1_manual_attention make test-grading
 test-grading: setup
+	@$(BWRAP_INSTALL)
 	$(BIN)/course test tests/test_grading_pipeline.py tests/test_grading_attacks.py tests/test_grading_units.py
 
+# The load test is test code (tests/grading_support/grade_load.py), not part of the installed package.
 grade-load: setup
-	$(BIN)/python -m course_utils.grading.load_test
+	PYTHONPATH=tests $(BIN)/python -m grading_support.grade_load
 
 bench: setup
 	$(BIN)/course bench
 
+# The book: every chapter executed, written to html/ (index.html: the contents). HTML_CHAPTERS picks some.
 html: setup
-	$(BIN)/course html
+	$(BIN)/course html $(HTML_CHAPTERS)
+
+# Every chapter for COURSE_SEED=0, 1, 2, one at a time; the spread of each checked quantity in
+# build/robustness/spread.md. ROBUSTNESS_ARGS="--busy" keeps another process busy on one core meanwhile.
+robustness: setup
+	$(BIN)/course robustness $(ROBUSTNESS_ARGS)
 
 e2e: setup
 	$(BIN)/python -m pip install --quiet -e ".[$(COURSE_EXTRAS),e2e]"
@@ -51,6 +77,26 @@ e2e: setup
 	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium) \
 		|| (sudo apt-get update && sudo apt-get install -y chromium)
 	$(BIN)/course e2e
+
+# The class on a real JupyterHub (deploy/): accounts, PAM log-in, two learners and an instructor in
+# Chromium, run as root. The shared environment is built by deploy/install.sh in HUB_PREFIX (outside
+# any home folder, so that every account can run it), with the CPU wheel of torch unless COURSE_TORCH
+# says otherwise; screenshots in .e2e/hub-screenshots/. hub-load: 30 learners through the REST API.
+HUB_PREFIX ?= /opt/transformers-course-hubtest
+HUB_TORCH  ?= torch==2.13.0
+
+hub-env:
+	COURSE_TORCH="$${COURSE_TORCH:-$(HUB_TORCH)}" bash deploy/install.sh $(HUB_PREFIX)
+
+e2e-hub: setup hub-env
+	$(BIN)/python -m pip install --quiet -e ".[$(COURSE_EXTRAS),e2e]"
+	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium) \
+		|| (sudo apt-get update && sudo apt-get install -y chromium)
+	COURSE_PREFIX=$(HUB_PREFIX) timeout --kill-after=60 2400 \
+		$(BIN)/python -m pytest -p no:cacheprovider tests/e2e_hub -s
+
+hub-load: setup hub-env
+	COURSE_PREFIX=$(HUB_PREFIX) timeout --kill-after=60 2400 $(BIN)/python tests/e2e_hub/load_check.py
 
 clean:
 	@if [ -x $(BIN)/course ]; then $(BIN)/course clean; fi

@@ -21,15 +21,38 @@ c.CourseDirectory.source_directory = "solutions"
 # COURSE_EXCHANGE at a folder every learner can reach, e.g. /srv/nbgrader/exchange on a JupyterHub.
 c.Exchange.root = os.environ.get("COURSE_EXCHANGE", os.path.join(COURSE_ROOT, "exchange"))
 
-# Feedback must not reveal the hidden tests: they stay useful for the next cohort.
+# Collecting reads the exchange's inbound folder, which every learner can write: the course's collect
+# copies folders and regular files only and never follows a link there (course_utils/grading/collect.py),
+# for `course collect`, `nbgrader collect` and the formgrader's collect button alike.
+c.ExchangeFactory.collect = "course_utils.grading.collect.SafeExchangeCollect"
+
+# Feedback must not reveal the hidden tests: they stay useful for the next cohort. ClearHiddenTests
+# takes them out of the cells' code, LearnerErrors out of the tracebacks (a failing test shows its
+# message and the frames of the learner's own code; course_utils/grading/feedback.py).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbgrader.preprocessors.ClearHiddenTests",
+    "course_utils.grading.feedback.LearnerErrors",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
-# A plain `nbgrader autograde` runs learners' code with the instructor's rights; use `course grade`
-# (course_utils.grading), which confines every kernel. These limits apply to both.
+# What learners write is data: the pages made from their notebooks (the feedback, the formgrader's
+# grading pages) show their Markdown, HTML and rich outputs sanitised, and run none of their
+# JavaScript (nbconvert's sanitize_html, with ammonia's sanitiser: course_utils/grading/safe_html.py).
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {
+    "markdown2html": "course_utils.grading.safe_html.markdown2html",
+    "clean_html": "course_utils.grading.safe_html.clean_html",
+}
+
+# A plain `nbgrader autograde` (and the formgrader's per-submission Autograde button, which runs it)
+# would run learners' code with the instructor's rights: it refuses to start, before it writes
+# anything, and names the command to use, `course grade` (course_utils.grading), which confines every
+# kernel. The course's server extension makes the formgrader's button run `course grade` itself
+# (course_utils/grading/formgrader.py, server_extension.py).
+c.Autograde.exporter_class = "course_utils.grading.formgrader.ConfinedOnlyExporter"
+
+# Execution settings (`course grade` puts each assignment's own time limits on top).
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
 c.OverwriteCells.add_missing_cells = True

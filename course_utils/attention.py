@@ -20,6 +20,7 @@ its weights are all zero and its output is the zero vector, with finite gradient
 ``F.scaled_dot_product_attention``; ``nn.MultiheadAttention`` returns NaN there instead, which then
 spreads through the whole batch at the next matrix multiply.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,6 +32,7 @@ from torch import nn
 
 __all__ = [
     "scaled_dot_product_attention",
+    "naive_attention",
     "causal_mask",
     "padding_mask",
     "combine_masks",
@@ -47,6 +49,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # Masks
 # --------------------------------------------------------------------------------------------
+
 
 def causal_mask(n: int, m: int | None = None, device=None) -> torch.Tensor:
     """Lower-triangular boolean mask, ``True`` where key ``j`` is not in the future of query ``i``.
@@ -124,6 +127,7 @@ def check_mask(mask: torch.Tensor, score_shape: torch.Size | tuple, name: str = 
 # Scaled dot-product attention
 # --------------------------------------------------------------------------------------------
 
+
 def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     """Raise a clear error unless q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)`` fit together."""
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
@@ -162,8 +166,10 @@ def scaled_dot_product_attention(
     Example:
         >>> q = k = v = torch.eye(3)[None]           # (1, 3, 3)
         >>> out, w = scaled_dot_product_attention(q, k, v)
-        >>> w.sum(-1)
-        tensor([[1., 1., 1.]])
+        >>> w.shape, out.shape
+        (torch.Size([1, 3, 3]), torch.Size([1, 3, 3]))
+        >>> torch.allclose(w.sum(-1), torch.ones(1, 3))  # every row is a distribution
+        True
     """
     check_qkv(q, k, v)
 
@@ -176,14 +182,36 @@ def scaled_dot_product_attention(
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
     if mask is not None:
-        weights = weights * mask.any(dim=-1, keepdim=True)
+        has_keys = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+        if not has_keys.all():  # only then pay for a third (T_q, T_k) matrix
+            weights = weights * has_keys
     mixed = dropout(weights) if dropout is not None else weights
     return mixed @ v, weights
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """``softmax(Q K^T / sqrt(d)) V`` the textbook way: :func:`scaled_dot_product_attention`, output only.
+
+    ``q (..., T_q, d)``, ``k (..., T_k, d)``, ``v (..., T_k, d_v)`` -> ``(..., T_q, d_v)``.
+    ``causal=True`` hides key ``j > i`` from query ``i`` (needs ``T_q == T_k``). The ``(T_q, T_k)``
+    scores and weights are materialised, two ``n x n`` matrices at the peak: this is the baseline of
+    chapter 12's benchmarks and the reference the FlashAttention tests compare against.
+
+    >>> q, k, v = torch.randn(3, 2, 5, 8).unbind(0)
+    >>> torch.allclose(naive_attention(q, k, v, causal=True), F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    ...                atol=1e-6)
+    True
+    """
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(f"causal=True needs T_q == T_k; got {q.shape[-2]} and {k.shape[-2]}")
+    mask = causal_mask(q.shape[-2], device=q.device) if causal else None
+    return scaled_dot_product_attention(q, k, v, mask)[0]
 
 
 # --------------------------------------------------------------------------------------------
 # KV cache
 # --------------------------------------------------------------------------------------------
+
 
 class KVCache:
     """Keys and values of the tokens seen so far, for incremental (token by token) decoding.
@@ -211,9 +239,7 @@ class KVCache:
             self.k, self.v = k, v
         else:
             if k.shape[:2] != self.k.shape[:2]:
-                raise ValueError(
-                    f"KV cache holds batch/heads {tuple(self.k.shape[:2])} but got {tuple(k.shape[:2])}"
-                )
+                raise ValueError(f"KV cache holds batch/heads {tuple(self.k.shape[:2])} but got {tuple(k.shape[:2])}")
             self.k = torch.cat([self.k, k], dim=-2)
             self.v = torch.cat([self.v, v], dim=-2)
         return self.k, self.v
@@ -228,6 +254,7 @@ class KVCache:
 # --------------------------------------------------------------------------------------------
 # Multi-head attention
 # --------------------------------------------------------------------------------------------
+
 
 class MultiHeadAttention(nn.Module):
     r"""Multi-head attention: h heads of width d_k = d_model / h, computed with one matmul per projection.
@@ -247,8 +274,14 @@ class MultiHeadAttention(nn.Module):
     which uses PyTorch's fused kernel instead).
     """
 
-    def __init__(self, d_model: int = 512, num_heads: int = 8, dropout: float = 0.1,
-                 bias: bool = True, rotary: nn.Module | None = None):
+    def __init__(
+        self,
+        d_model: int = 512,
+        num_heads: int = 8,
+        dropout: float = 0.1,
+        bias: bool = True,
+        rotary: nn.Module | None = None,
+    ):
         super().__init__()
         if num_heads <= 0 or d_model <= 0:
             raise ValueError(f"d_model and num_heads must be positive, got d_model={d_model}, num_heads={num_heads}")
@@ -284,19 +317,21 @@ class MultiHeadAttention(nn.Module):
                     f"(shape {tuple(t.shape)})"
                 )
         if not (query.shape[0] == key.shape[0] == value.shape[0]):
-            raise ValueError(
-                f"batch sizes differ: query {query.shape[0]}, key {key.shape[0]}, value {value.shape[0]}"
-            )
+            raise ValueError(f"batch sizes differ: query {query.shape[0]}, key {key.shape[0]}, value {value.shape[0]}")
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"key and value lengths differ: {key.shape[1]} vs {value.shape[1]}")
         if query.shape[1] == 0 or key.shape[1] == 0:
-            raise ValueError(
-                f"empty sequence: query length {query.shape[1]}, key length {key.shape[1]}"
-            )
+            raise ValueError(f"empty sequence: query length {query.shape[1]}, key length {key.shape[1]}")
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None, cache: KVCache | None = None,
-                need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         self._check_inputs(query, key, value)
         past = len(cache) if cache is not None and not cache.static else 0
         q = self.split_heads(self.W_q(query))  # (B, H, T_q, d_k)
@@ -345,15 +380,17 @@ def copy_from_torch_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention)
     if has_bias != (ours.W_q.bias is not None):
         raise ValueError("one module has projection biases and the other does not")
     with torch.no_grad():
-        w_q, w_k, w_v = theirs.in_proj_weight.chunk(3, dim=0)
+        # Copies, not views: code in `ours` (a learner's module, when a grader's test calls this)
+        # never gets hold of PyTorch's own parameters, so it cannot change the reference.
+        w_q, w_k, w_v = theirs.in_proj_weight.detach().clone().chunk(3, dim=0)
         ours.W_q.weight.copy_(w_q)
         ours.W_k.weight.copy_(w_k)
         ours.W_v.weight.copy_(w_v)
-        ours.W_o.weight.copy_(theirs.out_proj.weight)
+        ours.W_o.weight.copy_(theirs.out_proj.weight.detach().clone())
         if has_bias:
-            b_q, b_k, b_v = theirs.in_proj_bias.chunk(3)
+            b_q, b_k, b_v = theirs.in_proj_bias.detach().clone().chunk(3)
             ours.W_q.bias.copy_(b_q)
             ours.W_k.bias.copy_(b_k)
             ours.W_v.bias.copy_(b_v)
-            ours.W_o.bias.copy_(theirs.out_proj.bias)
+            ours.W_o.bias.copy_(theirs.out_proj.bias.detach().clone())
     return ours

@@ -1,14 +1,22 @@
 """The ``course`` command: every Makefile target is a thin wrapper around one of its subcommands.
 
-    course lab        open JupyterLab on the course (chapters + nbgrader's Assignments panel)
-    course test       run the whole test suite (library, notebooks, grading pipeline)
-    course release    regenerate the student notebooks from solutions/ (instructors)
-    course grade      autograde everything collected, write feedback and a grades CSV (instructors)
-    course bench      attention benchmarks; writes tables and plots under benchmarks/
-    course html       execute every chapter and write static HTML with outputs
-    course e2e        the browser test of the learner's and instructor's path
-    course clean      remove generated files (never solutions/, never student submissions)
+course setup      the learner's exercises (your own copies in exercises/) and nbgrader's settings
+course lab        open JupyterLab on the course: a start page, the chapters, your exercises
+course test       run the whole test suite (library, notebooks, grading pipeline); --fast: the library alone
+course release    regenerate the student notebooks from solutions/ (instructors; --publish: to the exchange)
+course collect    collect submissions from the exchange into submitted/ (instructors)
+course grade      autograde everything collected, write feedback and a grades CSV (instructors)
+course export     nbgrader's grades CSV (instructors)
+course cycle-demo the whole cycle for two learners in a temporary course
+course attack-table  compare the README's attack table with the attack test's latest run
+                  (build/grading/attack_table.md); --write-readme copies it into the README
+course bench      attention benchmarks; writes tables and plots under benchmarks/
+course html       the book: every chapter executed, as HTML pages with contents and math (html/)
+course robustness run the chapters for seeds 0, 1, 2 and tabulate what their checks measured
+course e2e        the browser test of the learner's and instructor's path
+course clean      remove generated files (never solutions/, never student submissions)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,97 +39,131 @@ def _require_checkout() -> None:
         sys.exit(f"course: {ROOT} is not a course checkout (no notebooks/ folder); run this from a git clone")
 
 
+def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
+    _require_checkout()
+    if extra:
+        sys.exit(f"course setup: unknown arguments {' '.join(extra)}")
+    from . import learner
+
+    try:
+        return learner.setup(ROOT)
+    except (ValueError, FileNotFoundError) as error:  # e.g. a source notebook that is not valid JSON
+        sys.exit(f"course setup: {error}")
+
+
 def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
     _require_checkout()
-    # nbgrader installs its lab and server extensions enabled (tests/test_lab.py checks both).
+    from . import learner
+
+    if not args.instructor:
+        learner.setup(ROOT, quiet=True)  # quick when nothing changed, so that `course lab` alone is enough
+    config_dir = learner.lab_config_dir(ROOT, instructor=args.instructor)
+    # nbgrader's extensions come enabled with it (tests/test_lab.py checks both).
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:
         extra = ["--allow-root", *extra]  # containers and CI often run as root
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ROOT}", *extra]
+    options = [f"--ServerApp.root_dir={ROOT}"]
+    if args.port is not None:
+        options.append(f"--ServerApp.port={args.port}")
+    if args.ip:
+        options.append(f"--ServerApp.ip={args.ip}")
+    if args.no_browser:
+        options.append("--no-browser")
+    cmd = [sys.executable, "-m", "jupyter", "lab", *options, *extra]
+    # The lab's settings, its terminals' and kernels' nbgrader settings: the course's configuration folder first.
+    inherited = os.environ.get("JUPYTER_CONFIG_PATH")
+    os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join([str(config_dir), *([inherited] if inherited else [])])
+    # The lab's terminals find `nbgrader` and `course` of this environment without activating it.
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     print("+", " ".join(cmd), flush=True)
     os.chdir(ROOT)
     # Become JupyterLab (no child process), so that stopping `course lab` stops the server too.
     os.execv(sys.executable, cmd)
 
 
+# What `course test --fast` leaves out: the integration tests (nbgrader cycles, the sandbox, JupyterLab,
+# the book, the learner's checkout) and the browser tests. The rest is the library, in under a minute.
+FULL_SUITE_ONLY = (
+    "e2e",
+    "e2e_hub",
+    "test_grading_pipeline.py",
+    "test_grading_attacks.py",
+    "test_grading_units.py",
+    "test_grading_sandbox.py",
+    "test_lab.py",
+    "test_html.py",
+    "test_learner_path.py",
+)
+
+
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
+    """The suite in two parts: the library and grading tests in parallel workers, then the notebooks one
+    at a time, each with the kernel's own defaults as in a learner's JupyterLab.
+
+    Notebooks are not run side by side: a chapter's kernel uses every core (``env.setup``), as a
+    learner's does, and two such kernels on the same cores slow each other down many times over
+    (PyTorch's worker threads wait for each other's turns), which no learner running one chapter sees.
+    """
     _require_checkout()
     workers = args.workers or os.environ.get("COURSE_TEST_WORKERS") or "2"
-    cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider",
-           "-n", str(workers), "--dist", "loadfile", "--durations=25"]
-    targets = extra or ["tests", "notebooks", "solutions"]
-    # One thread per test worker: two workers on two cores, no oversubscription. MPLBACKEND keeps
-    # figures off-screen.
-    env = {"COURSE_THREADS": os.environ.get("COURSE_THREADS", "1"), "MPLBACKEND": "Agg",
-           "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-    return _run(cmd + targets, env)
+    pytest = [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "--durations=25"]
+    parallel = ["-n", str(workers), "--dist", "loadfile"]
+    # MPLBACKEND keeps figures off-screen; the library tests pin one thread each in tests/conftest.py.
+    env = {"MPLBACKEND": "Agg", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    if args.fast:
+        ignored = [f"--ignore=tests/{name}" for name in FULL_SUITE_ONLY]
+        return _run(pytest + parallel + ["-m", "not slow", *ignored, *(extra or ["tests"])], env)
+    if extra:
+        return _run(pytest + parallel + extra, env)
+    print("course test: 1/2, the library and the grading pipeline", flush=True)
+    library = _run(pytest + parallel + ["tests"], env)
+    print("course test: 2/2, every chapter and exercise notebook, one at a time", flush=True)
+    notebooks = _run(pytest + ["notebooks", "solutions"], env)
+    if library or notebooks:
+        failed = [name for name, code in (("the library tests", library), ("the notebooks", notebooks)) if code]
+        print(f"course test: {' and '.join(failed)} failed (see above)", flush=True)
+    return library or notebooks
 
 
-def cmd_release(args: argparse.Namespace, extra: list[str]) -> int:
-    from .grading import cli as grading_cli
-    return grading_cli.main(["release", *extra])
+def _grading(name: str):
+    """A subcommand of the instructor's tools (course_utils/grading/cli.py), under the same `course`."""
+
+    def run(args: argparse.Namespace, extra: list[str]) -> int:
+        from .grading import cli as grading_cli
+
+        return grading_cli.main([name, *extra])
+
+    return run
 
 
-def cmd_grade(args: argparse.Namespace, extra: list[str]) -> int:
-    from .grading import cli as grading_cli
-    return grading_cli.main(["grade", *extra])
+def cmd_attack_table(args: argparse.Namespace, extra: list[str]) -> int:
+    _require_checkout()
+    from .grading import attack_table
+
+    return attack_table.main(extra)
 
 
 def cmd_bench(args: argparse.Namespace, extra: list[str]) -> int:
     from . import bench
+
     return bench.main(extra)
 
 
 def cmd_html(args: argparse.Namespace, extra: list[str]) -> int:
-    """Execute each chapter on its own; one failing chapter does not stop the others."""
+    """The book: each chapter executed on its own; one failing chapter is written with its error and named."""
     _require_checkout()
-    out = (ROOT / args.out) if args.out else ROOT / "html"
-    chapters = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    from . import book
+
     if extra:
-        wanted = {Path(name).stem for name in extra}
-        unknown = wanted - {chapter.stem for chapter in chapters}
-        if unknown:
-            sys.exit(f"course html: no chapter named {', '.join(sorted(unknown))} in notebooks/")
-        chapters = [chapter for chapter in chapters if chapter.stem in wanted]
-    if not chapters:
-        sys.exit("course html: no notebooks found in notebooks/")
-    out.mkdir(parents=True, exist_ok=True)
-    failed = []
-    for chapter in chapters:
-        cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute",
-               "--ExecutePreprocessor.timeout=900", f"--output-dir={out}", str(chapter)]
-        if _run(cmd, {"COURSE_THREADS": os.environ.get("COURSE_THREADS", "1"), "MPLBACKEND": "Agg"}) != 0:
-            failed.append(chapter.name)
-    index = _write_html_index(out)
-    print(f"course html: {len(chapters) - len(failed)} of {len(chapters)} chapters written to {out}/ (open {index})")
-    if failed:
-        print("course html: these chapters stopped with an error (the message is above): " + ", ".join(failed))
-        return 1
-    return 0
+        sys.exit(f"course html: unknown arguments {' '.join(extra)}")
+    out = Path(args.out).resolve() if args.out else ROOT / "html"
+    return book.main(ROOT, out, args.chapters, timeout=args.timeout)
 
 
-def _write_html_index(out: Path) -> Path:
-    """index.html with one link per page in `out`, titled by each chapter's first heading."""
-    import html
-    import json
+def cmd_robustness(args: argparse.Namespace, extra: list[str]) -> int:
+    _require_checkout()
+    from . import robustness
 
-    links = []
-    for page in sorted(out.glob("*.html")):
-        if page.name == "index.html":
-            continue
-        title = page.stem
-        source = ROOT / "notebooks" / f"{page.stem}.ipynb"
-        if source.exists():
-            for cell in json.loads(source.read_text(encoding="utf-8"))["cells"]:
-                text = "".join(cell["source"]).strip()
-                if cell["cell_type"] == "markdown" and text.startswith("#"):
-                    title = text.splitlines()[0].lstrip("# ").strip()
-                    break
-        links.append(f'<li><a href="{html.escape(page.name)}">{html.escape(title)}</a></li>')
-    index = out / "index.html"
-    index.write_text("<!doctype html>\n<meta charset=\"utf-8\">\n<title>Transformers from the Ground Up</title>\n"
-                     "<h1>Transformers from the Ground Up</h1>\n<ol>\n" + "\n".join(links) + "\n</ol>\n",
-                     encoding="utf-8")
-    return index
+    return robustness.main(extra)
 
 
 def cmd_e2e(args: argparse.Namespace, extra: list[str]) -> int:
@@ -144,27 +186,73 @@ def cmd_clean(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 COMMANDS = {
-    "lab": (cmd_lab, "open JupyterLab on the course"),
+    "setup": (cmd_setup, "your own copies of the exercises, nbgrader's learner settings, the start page"),
+    "lab": (cmd_lab, "open JupyterLab on the course (a start page, the chapters, your exercises)"),
     "test": (cmd_test, "run the whole test suite"),
-    "release": (cmd_release, "regenerate the release notebooks from solutions/"),
-    "grade": (cmd_grade, "autograde collected submissions, feedback and grades CSV"),
+    "release": (_grading("release"), "regenerate the release notebooks from solutions/"),
+    "collect": (_grading("collect"), "collect learners' submissions from the exchange into submitted/"),
+    "grade": (_grading("grade"), "autograde collected submissions, feedback and grades CSV"),
+    "export": (_grading("export"), "nbgrader's grades CSV"),
+    "fetch": (_grading("fetch"), "(learner) fetch a released assignment into a folder"),
+    "submit": (_grading("submit"), "(learner) submit an assignment from a folder"),
+    "cycle-demo": (_grading("cycle-demo"), "the whole nbgrader cycle for two learners, in a temporary course"),
+    "attack-table": (
+        cmd_attack_table,
+        "the README's table of attacks on the grader, from the attack test's latest run",
+    ),
     "bench": (cmd_bench, "attention benchmarks (tables and plots in benchmarks/)"),
-    "html": (cmd_html, "execute the chapters and write static HTML"),
+    "html": (cmd_html, "the book: execute the chapters and write them as HTML pages"),
+    "robustness": (cmd_robustness, "run the chapters for several seeds; table of every check's spread"),
     "e2e": (cmd_e2e, "browser test of the learner's and instructor's path"),
     "clean": (cmd_clean, "remove generated files (never submissions)"),
 }
 
 
+GRADING_COMMANDS = ("release", "collect", "grade", "export", "fetch", "submit", "cycle-demo")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="course", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="course",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (_, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, add_help=name not in ("release", "grade", "bench"))
+        # Subcommands with options of their own parse them (and --help) themselves.
+        own_parser = name in GRADING_COMMANDS or name in ("bench", "robustness", "attack-table")
+        p = sub.add_parser(name, help=help_text, add_help=not own_parser)
         if name == "test":
             p.add_argument("--workers", help="parallel test workers (default 2)")
+            p.add_argument(
+                "--fast",
+                action="store_true",
+                help="the library tests alone (no notebooks, no grading pipeline, no browser): under a minute",
+            )
+        if name == "lab":
+            p.description = (
+                "JupyterLab on the course. Options not listed here go to `jupyter lab` unchanged "
+                "(e.g. --ServerApp.token=...)."
+            )
+            p.add_argument("--port", type=int, help="port to serve on (default 8888, or the next free one)")
+            p.add_argument("--ip", help="address to listen on (default localhost)")
+            p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+            p.add_argument(
+                "--instructor",
+                action="store_true",
+                help="the whole repository with nbgrader's formgrader, for an instructor "
+                "(default: the learner's view: start page, no solutions/)",
+            )
         if name == "html":
-            p.add_argument("--out", help="output folder (default html/); chapters may be named after it")
+            p.add_argument(
+                "chapters",
+                nargs="*",
+                help="chapters to execute, e.g. 02_self_attention (default: all); "
+                "the others keep their page or are written without outputs",
+            )
+            p.add_argument("--out", help="output folder (default html/)")
+            p.add_argument("--timeout", type=int, default=900, help="seconds per cell (default 900)")
     args, extra = parser.parse_known_args(argv)
     handler = COMMANDS[args.command][0]
     return handler(args, extra)

@@ -1,12 +1,15 @@
 """Turning a trained model into sequences: greedy decoding, beam search, sampling, with a KV cache.
 
-Two kinds of model are supported, by the methods they have (any object with these works):
+Three kinds of model are supported, the first two described by a small protocol (any object with these works):
 
-- **encoder-decoder** (:class:`~course_utils.models.Seq2SeqTransformer`): ``encode(src) -> (memory,
-  src_mask)``, ``decode(tgt, memory, src_mask, caches=None) -> logits``, ``new_caches()``; used by
-  :func:`greedy_decode` and :func:`beam_search`.
-- **decoder-only** (:class:`~course_utils.models.TransformerLM`, ``DecoderOnlyLM``):
-  ``model(tokens, caches=None) -> logits`` and ``new_caches()``; used by :func:`generate`.
+- :class:`EncoderDecoderModel` (:class:`~course_utils.models.Seq2SeqTransformer`): ``encode(src) ->
+  (memory, src_mask)``, ``decode(tgt, memory, src_mask, caches=None) -> logits``, ``new_caches()``,
+  ``pad_id`` and ``max_positions``; used by :func:`greedy_decode` and :func:`beam_search`.
+- :class:`LanguageModel` (:class:`~course_utils.models.TransformerLM`, ``DecoderOnlyLM``):
+  ``model(tokens, caches=None) -> logits``, ``new_caches()`` and ``max_positions``; used by
+  :func:`generate`.
+- a **bidirectional** model (``TransformerLM(causal=False)``, BERT-style): ``model(tokens) -> logits``;
+  used by :func:`mask_predict`, which fills masks instead of appending tokens (no cache is possible).
 
 With ``use_cache=True`` every step feeds only the newest token and reuses the keys and values of the
 earlier ones (:class:`~course_utils.attention.KVCache`); with ``use_cache=False`` every step runs the
@@ -15,26 +18,100 @@ whole prefix again. Both give the same tokens (the tests check it): the cache on
 All functions switch the model to ``eval()`` (no dropout) for the call, restore its mode afterwards,
 and run without gradients.
 """
+
 from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from typing import Callable, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
+from .attention import KVCache
+
 __all__ = [
+    "EncoderDecoderModel",
+    "LanguageModel",
     "greedy_decode",
     "beam_search",
     "gnmt_length_penalty",
+    "best_possible_score",
     "sequence_log_prob",
+    "sequence_score",
     "filter_logits",
     "generate",
+    "mask_predict",
 ]
 
 
+@runtime_checkable
+class EncoderDecoderModel(Protocol):
+    """What greedy decoding and beam search need of an encoder-decoder model.
+
+    ``max_positions`` is the longest target the decoder can encode (``None``: no limit); ``pad_id``
+    fills the positions after a sequence's ``<eos>``. Calling the model, ``model(src, tgt_in)``, is
+    teacher forcing (:func:`sequence_log_prob`). ``train``/``eval`` as on any ``nn.Module``.
+    """
+
+    pad_id: int
+    training: bool
+
+    @property
+    def max_positions(self) -> int | None: ...
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor,
+        caches: list[tuple[KVCache, KVCache]] | None = None,
+    ) -> torch.Tensor: ...
+
+    def new_caches(self) -> list[tuple[KVCache, KVCache]]: ...
+
+    def __call__(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor: ...
+
+    def train(self, mode: bool = True): ...
+
+    def eval(self): ...
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """What :func:`generate` needs of a decoder-only model: ``model(tokens, caches=None) -> logits``,
+    ``new_caches()`` and ``max_positions`` (the longest sequence it can encode; ``None``: no limit)."""
+
+    training: bool
+
+    @property
+    def max_positions(self) -> int | None: ...
+
+    def new_caches(self) -> list[KVCache]: ...
+
+    def __call__(self, tokens: torch.Tensor, caches: list[KVCache] | None = None) -> torch.Tensor: ...
+
+    def train(self, mode: bool = True): ...
+
+    def eval(self): ...
+
+
+def _check_model(model, protocol: type, needs: str) -> None:
+    if not isinstance(model, protocol):
+        raise TypeError(
+            f"{type(model).__name__} does not follow the {protocol.__name__} protocol of "
+            f"course_utils.decoding: the model needs {needs}"
+        )
+
+
+def _check_encoder_decoder(model) -> None:
+    _check_model(model, EncoderDecoderModel, "encode(), decode(), new_caches(), pad_id and max_positions")
+
+
 @contextmanager
-def _inference(model: nn.Module):
+def _inference(model: EncoderDecoderModel | LanguageModel):
     was_training = model.training
     model.eval()
     try:
@@ -54,34 +131,34 @@ def _check_at_least_one(name: str, value: int) -> None:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
-def _check_decoder_room(model: nn.Module, max_len: int) -> None:
-    positions = getattr(model, "positions", None)
-    limit = getattr(positions, "max_len", None)
+def _check_decoder_room(model: EncoderDecoderModel, max_len: int) -> None:
+    limit = model.max_positions
     # The decoder reads BOS plus max_len - 1 generated tokens.
     if limit is not None and max_len > limit:
         raise ValueError(f"max_len={max_len} exceeds the {limit} positions the model's decoder can encode")
 
 
-def _pad_id(model: nn.Module, pad_id: int | None) -> int:
-    if pad_id is not None:
-        return pad_id
-    model_pad = getattr(model, "pad_id", None)
-    return 0 if model_pad is None else model_pad
-
-
-def _reorder(caches, rows: torch.Tensor) -> None:
-    for entry in caches:
-        for cache in (entry if isinstance(entry, (tuple, list)) else (entry,)):
-            cache.reorder(rows)
+def _reorder(caches: list[tuple[KVCache, KVCache]], rows: torch.Tensor) -> None:
+    for self_cache, cross_cache in caches:
+        self_cache.reorder(rows)
+        cross_cache.reorder(rows)
 
 
 # --------------------------------------------------------------------------------------------
 # Encoder-decoder: greedy and beam search
 # --------------------------------------------------------------------------------------------
 
-def greedy_decode(model: nn.Module, src: torch.Tensor, bos_id: int, eos_id: int, max_len: int,
-                  use_cache: bool = True, pad_id: int | None = None,
-                  return_logits: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+
+def greedy_decode(
+    model: EncoderDecoderModel,
+    src: torch.Tensor,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    use_cache: bool = True,
+    pad_id: int | None = None,
+    return_logits: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Pick the most probable next token at every step.
 
     Args:
@@ -94,10 +171,11 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, bos_id: int, eos_id: int,
         as soon as every sequence has ended. With ``return_logits`` also the ``(B, T, V)`` logits of
         every step.
     """
+    _check_encoder_decoder(model)
     _check_src(src)
     _check_at_least_one("max_len", max_len)
     _check_decoder_room(model, max_len)
-    pad = _pad_id(model, pad_id)
+    pad = model.pad_id if pad_id is None else pad_id
     with _inference(model):
         memory, src_mask = model.encode(src)  # (B, S, d_model), (B, 1, 1, S)
         batch = src.shape[0]
@@ -124,31 +202,64 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def beam_search(model: nn.Module, src: torch.Tensor, bos_id: int, eos_id: int, beam_size: int = 4,
-                max_len: int = 50, length_penalty: float = 0.6, use_cache: bool = True, pad_id: int | None = None,
-                return_scores: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+def best_possible_score(log_p: float, max_len: int, alpha: float) -> float:
+    """The best normalised score that a live hypothesis with log-probability ``log_p`` can still reach.
+
+    Extending a hypothesis only lowers ``log P`` (every factor is a probability <= 1), and the GNMT
+    penalty grows with the length, so for ``log_p <= 0`` the best it can end with is ``log_p`` divided
+    by the largest penalty, the one at ``max_len``. (``alpha = 0``: plain ``log_p``.)
+    """
+    return min(log_p, 0.0) / gnmt_length_penalty(max_len, alpha)
+
+
+def beam_search(
+    model: EncoderDecoderModel,
+    src: torch.Tensor,
+    bos_id: int,
+    eos_id: int,
+    beam_size: int = 4,
+    max_len: int = 50,
+    length_penalty: float = 0.6,
+    use_cache: bool = True,
+    pad_id: int | None = None,
+    return_scores: bool = False,
+    stopping: str = "exact",
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Keep the ``beam_size`` most probable prefixes at every step, batched over examples.
 
     Each step extends every live hypothesis by every token and keeps the ``2 * beam_size`` best
     candidates: those that end in ``<eos>`` (and rank within the top ``beam_size``) are set aside as
-    finished hypotheses, and the ``beam_size`` best others stay alive. An example stops once it has
-    ``beam_size`` finished hypotheses (or at ``max_len``, where live ones count as unfinished
-    hypotheses). The answer is the hypothesis with the best ``log P / gnmt_length_penalty(length,
-    length_penalty)``: ``length_penalty`` is the exponent alpha (0.6 in the Transformer paper; 0 ranks
-    by plain log-probability, which favours short answers).
+    finished hypotheses, and the ``beam_size`` best others stay alive. The answer is the hypothesis
+    with the best ``log P / gnmt_length_penalty(length, length_penalty)``: ``length_penalty`` is the
+    exponent alpha (0.6 in the Transformer paper; 0 ranks by plain log-probability, which favours
+    short answers).
+
+    When to stop. With ``stopping="exact"`` (the default) an example stops only when no live
+    hypothesis can still beat its best finished one (:func:`best_possible_score`), or when no
+    hypothesis is alive; at ``max_len`` the live hypotheses join the finished ones, without an
+    ``<eos>``. This returns exactly what the search would return if it ran every example to
+    ``max_len``. ``stopping="first_k"`` is a common shortcut (Hugging Face's ``early_stopping=True``):
+    stop as soon as ``beam_size`` hypotheses have finished and drop the live ones. It loses the best
+    answer when ``<eos>`` is one of many unlikely tokens, as in a label-smoothed model, which gives
+    every wrong token about the same small probability: early junk endings then fill the quota while
+    the good hypothesis is still being written. It is here so that the chapters can show that.
+
     ``beam_size=1`` is greedy decoding. With a cache the hypotheses' keys and values are reordered
     every step (:meth:`KVCache.reorder`), since a surviving hypothesis may come from any beam.
 
     Returns ``(B, T)`` ids laid out as in :func:`greedy_decode` and, with ``return_scores``, the
     ``(B,)`` normalised scores.
     """
+    _check_encoder_decoder(model)
     _check_src(src)
     _check_at_least_one("beam_size", beam_size)
     _check_at_least_one("max_len", max_len)
     if length_penalty < 0:
         raise ValueError(f"length_penalty (the exponent alpha) must be >= 0, got {length_penalty}")
+    if stopping not in ("exact", "first_k"):
+        raise ValueError(f"stopping must be 'exact' or 'first_k', got {stopping!r}")
     _check_decoder_room(model, max_len)
-    pad = _pad_id(model, pad_id)
+    pad = model.pad_id if pad_id is None else pad_id
     batch, k = src.shape[0], beam_size
     device = src.device
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]  # (normalised score, ids)
@@ -156,7 +267,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, bos_id: int, eos_id: int, b
 
     with _inference(model):
         memory, src_mask = model.encode(src)
-        memory = memory.repeat_interleave(k, dim=0)      # (B*K, S, d_model): row b*K + j is beam j of example b
+        memory = memory.repeat_interleave(k, dim=0)  # (B*K, S, d_model): row b*K + j is beam j of example b
         src_mask = src_mask.repeat_interleave(k, dim=0)  # (B*K, 1, 1, S)
         tokens = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
         # Only beam 0 is live at the start, so the first step does not pick the same token K times.
@@ -188,8 +299,14 @@ def beam_search(model: nn.Module, src: torch.Tensor, bos_id: int, eos_id: int, b
                                 finished[b].append((score / gnmt_length_penalty(length, length_penalty), ids))
                         else:
                             alive.append((b * k + beam, token, score))
-                    if len(finished[b]) >= k or not alive:
+                    if not alive:
                         done[b] = True
+                    elif stopping == "first_k":
+                        done[b] = len(finished[b]) >= k
+                    elif finished[b]:
+                        best_finished = max(score for score, _ in finished[b])
+                        best_live = max(score for _, _, score in alive)  # alive is sorted, but say what we mean
+                        done[b] = best_finished >= best_possible_score(best_live, max_len, length_penalty)
                 # Keep the (B*K) layout: dead slots copy row b*K and carry a score of -inf.
                 alive = alive if not done[b] else []
                 alive += [(b * k, pad, -math.inf)] * (k - len(alive))
@@ -207,7 +324,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, bos_id: int, eos_id: int, b
                 break
 
         for b in range(batch):
-            if done[b] and finished[b]:
+            if done[b]:
                 continue
             for j in range(k):  # max_len reached: live hypotheses compete without an <eos>
                 score = scores[b, j].item()
@@ -227,13 +344,15 @@ def beam_search(model: nn.Module, src: torch.Tensor, bos_id: int, eos_id: int, b
     return out
 
 
-def sequence_log_prob(model: nn.Module, src: torch.Tensor, generated: torch.Tensor, bos_id: int,
-                      eos_id: int) -> torch.Tensor:
+def sequence_log_prob(
+    model: EncoderDecoderModel, src: torch.Tensor, generated: torch.Tensor, bos_id: int, eos_id: int
+) -> torch.Tensor:
     """``log P(generated | src)`` per example, ``(B,)``, by teacher forcing.
 
     ``generated`` is laid out as the decoders return it (no ``<bos>``; tokens after the first
     ``<eos>`` are ignored).
     """
+    _check_encoder_decoder(model)
     _check_src(src)
     if generated.dim() != 2 or generated.shape[0] != src.shape[0]:
         raise ValueError(f"generated must be (B={src.shape[0]}, T), got {tuple(generated.shape)}")
@@ -248,9 +367,35 @@ def sequence_log_prob(model: nn.Module, src: torch.Tensor, generated: torch.Tens
         return (picked * valid).sum(1)
 
 
+def sequence_score(
+    model: EncoderDecoderModel,
+    src: torch.Tensor,
+    generated: torch.Tensor,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 0.6,
+) -> torch.Tensor:
+    """The score beam search ranks by, ``log P(generated | src) / gnmt_length_penalty(length, alpha)``,
+    per example, ``(B,)``, by teacher forcing (:func:`sequence_log_prob`).
+
+    ``generated`` is laid out as the decoders return it: a row's length runs up to and including its
+    first ``<eos>``; a row without one was cut off at the last step and counts every position. So the
+    greedy and beam outputs of the same sources can be compared directly, whatever their widths.
+    """
+    if length_penalty < 0:
+        raise ValueError(f"length_penalty (the exponent alpha) must be >= 0, got {length_penalty}")
+    log_p = sequence_log_prob(model, src, generated, bos_id, eos_id)  # (B,)
+    is_eos = generated == eos_id
+    first_eos = is_eos.double().argmax(1) + 1  # (B,): position of the first <eos>, counted from 1
+    lengths = torch.where(is_eos.any(1), first_eos, torch.full_like(first_eos, generated.shape[1]))
+    penalty = ((5.0 + lengths.double()) / 6.0) ** length_penalty  # gnmt_length_penalty, elementwise
+    return log_p / penalty.to(log_p.device)
+
+
 # --------------------------------------------------------------------------------------------
 # Decoder-only: sampling
 # --------------------------------------------------------------------------------------------
+
 
 def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
     """Set to ``-inf`` every logit outside the ``top_k`` largest and/or outside the nucleus: the
@@ -273,21 +418,33 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
     return logits
 
 
-def generate(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None, greedy: bool = False,
-             use_cache: bool = True, generator: torch.Generator | None = None, eos_id: int | None = None,
-             return_logits: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+def generate(
+    model: LanguageModel,
+    prompt: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    use_cache: bool = True,
+    generator: torch.Generator | None = None,
+    eos_id: int | None = None,
+    return_logits: bool = False,
+    on_step: Callable[[int], None] | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Continue ``prompt`` (``(T,)`` or ``(B, T)`` ids, all rows the same length) by ``max_new_tokens``.
 
     Each step takes the logits of the last position, divides them by ``temperature``, keeps the
     ``top_k`` / ``top_p`` candidates (:func:`filter_logits`) and samples with ``generator`` (pass a
     seeded ``torch.Generator`` for repeatable samples); ``greedy=True`` takes the argmax instead.
     If ``eos_id`` is given, a row that produced it is filled with ``eos_id`` afterwards, and the loop
-    stops when every row has.
+    stops when every row has. ``on_step(count)`` is called after every step with the number of new
+    tokens so far (for a progress bar, or a timer: the benchmark of chapter 12 reads the clock there).
 
     Returns the prompt followed by the new tokens, with the prompt's shape convention; with
     ``return_logits`` also the raw ``(B, new, V)`` logits of every step.
     """
+    _check_model(model, LanguageModel, "model(tokens, caches=None), new_caches() and max_positions")
     if not isinstance(prompt, torch.Tensor) or prompt.dim() not in (1, 2) or prompt.shape[-1] == 0:
         raise ValueError(
             f"prompt must be a non-empty (T,) or (B, T) tensor of ids, got {getattr(prompt, 'shape', prompt)}"
@@ -301,21 +458,19 @@ def generate(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, temper
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     squeeze = prompt.dim() == 1
     tokens = prompt[None] if squeeze else prompt  # (B, T)
-    limit = getattr(model, "max_len", None)
-    if limit is not None and getattr(model, "position", "learned") in ("learned", "sinusoidal"):
-        total = tokens.shape[1] + max_new_tokens
-        if total > limit:
-            raise ValueError(
-                f"a prompt of {tokens.shape[1]} tokens plus max_new_tokens={max_new_tokens} makes {total} tokens, "
-                f"more than the model's max_len={limit} positions; shorten the prompt or generate fewer tokens"
-            )
+    limit, total = model.max_positions, tokens.shape[1] + max_new_tokens
+    if limit is not None and total > limit:
+        raise ValueError(
+            f"a prompt of {tokens.shape[1]} tokens plus max_new_tokens={max_new_tokens} makes {total} tokens, "
+            f"more than the model's max_len={limit} positions; shorten the prompt or generate fewer tokens"
+        )
 
     with _inference(model):
         caches = model.new_caches() if use_cache else None
         finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
         all_logits = []
         step_input = tokens
-        for _ in range(max_new_tokens):
+        for step in range(1, max_new_tokens + 1):
             logits = model(step_input, caches=caches)[:, -1]  # (B, V)
             all_logits.append(logits)
             if greedy:
@@ -331,6 +486,8 @@ def generate(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, temper
                 finished |= next_token == eos_id
             tokens = torch.cat([tokens, next_token[:, None]], dim=1)
             step_input = tokens[:, -1:] if use_cache else tokens
+            if on_step is not None:
+                on_step(step)
             if eos_id is not None and finished.all():
                 break
     out = tokens[0] if squeeze else tokens
@@ -338,3 +495,38 @@ def generate(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, temper
         stacked = torch.stack(all_logits, dim=1)
         return out, (stacked[0] if squeeze else stacked)
     return out
+
+
+def mask_predict(
+    model: nn.Module, lengths, bos_id: int, eos_id: int, mask_id: int, pad_id: int, first_word_id: int
+) -> torch.Tensor:
+    """Generate with a masked (bidirectional) language model by iterative mask-predict.
+
+    Each row starts as ``<bos>`` + ``lengths[row]`` masks + ``<eos>`` (right-padded with ``pad_id``).
+    Every step runs the whole batch once and, in each row that still has a mask, writes the word the
+    model is most confident about at the single masked position where that confidence is highest;
+    ids below ``first_word_id`` (the special tokens) are never written. A row of length ``L`` is done
+    after ``L`` steps, each of which re-encodes everything: a bidirectional model has no KV cache.
+    (Ghazvininejad et al. 2019, https://arxiv.org/abs/1904.09324, commit several tokens per step.)
+
+    Returns the ``(B, max(lengths) + 2)`` ids.
+    """
+    lengths = [int(n) for n in lengths]
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"lengths must be a non-empty list of positive sentence lengths, got {lengths}")
+    tokens = torch.full((len(lengths), max(lengths) + 2), pad_id)
+    for row, n in enumerate(lengths):
+        tokens[row, 0], tokens[row, 1 : n + 1], tokens[row, n + 1] = bos_id, mask_id, eos_id
+    device = next(model.parameters()).device
+    tokens = tokens.to(device)
+    with _inference(model):
+        while (tokens == mask_id).any():
+            logits = model(tokens)  # (B, T, V)
+            logits[..., :first_word_id] = -math.inf  # only ordinary words are written
+            confidence, best = logits.softmax(-1).max(-1)  # (B, T) each
+            still_masked = tokens == mask_id
+            confidence = confidence.masked_fill(~still_masked, -1.0)
+            position = confidence.argmax(-1)  # (B,) most confident mask per row
+            rows = still_masked.any(-1).nonzero().squeeze(-1)
+            tokens[rows, position[rows]] = best[rows, position[rows]]
+    return tokens

@@ -58,20 +58,21 @@ This module is the readable reference. It is written for clarity, not speed: a P
 tiles cannot beat the fused kernels behind ``F.scaled_dot_product_attention``; chapter 12 measures
 by how much.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from .attention import check_qkv
 
-__all__ = ["flash_attention", "online_softmax_steps", "OnlineSoftmaxStep"]
+__all__ = ["flash_attention", "Tile", "online_softmax_steps", "OnlineSoftmaxStep"]
 
 
-def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-                  block_q: int, block_k: int) -> None:
+def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, block_q: int, block_k: int) -> None:
     check_qkv(q, k, v)
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
         raise ValueError(
@@ -94,6 +95,16 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
         raise ValueError(f"block sizes must be positive; got block_q={block_q}, block_k={block_k}")
 
 
+class Tile(NamedTuple):
+    """One ``(query block, key block)`` tile of scores that :func:`flash_attention` computed."""
+
+    q_start: int  # queries [q_start, q_stop)
+    q_stop: int
+    k_start: int  # keys [k_start, k_stop)
+    k_stop: int
+    masked: bool  # True when the tile crosses the causal diagonal and needed the mask
+
+
 def flash_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -103,6 +114,7 @@ def flash_attention(
     block_q: int = 128,
     block_k: int = 128,
     return_lse: bool = False,
+    tiles: list | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""Exact attention ``softmax(scale * Q K^T [+ causal mask]) V`` without the ``n x n`` matrix.
 
@@ -114,6 +126,8 @@ def flash_attention(
         scale: softmax scale; default ``1 / sqrt(d)``.
         block_q, block_k: tile sizes. Any lengths work, including ones that are not multiples.
         return_lse: also return the log-sum-exp of each query's scaled scores ``(..., T_q)``, float32.
+        tiles: optional list; every tile the loop computes is appended to it as a :class:`Tile`, in
+            the order computed (tiles that the causal mask skips never appear).
 
     Returns:
         ``out`` ``(..., T_q, d_v)`` in the input dtype, or ``(out, lse)``.
@@ -128,6 +142,8 @@ def flash_attention(
         True
     """
     _check_inputs(q, k, v, causal, block_q, block_k)
+    if tiles is not None and not isinstance(tiles, list):
+        raise TypeError(f"tiles must be a list to append the computed tiles to, got {type(tiles).__name__}")
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     batch_shape = q.shape[:-2]  # e.g. (B, H)
@@ -153,11 +169,14 @@ def flash_attention(
             v_tile = v[..., k_start:k_stop, :]  # (..., bk, d_v)
 
             scores = (q_tile @ k_tile.transpose(-2, -1)).float() * scale  # (..., bq, bk)
-            if causal and k_stop - 1 > q_start:
+            crosses_diagonal = causal and k_stop - 1 > q_start
+            if crosses_diagonal:
                 # This tile crosses the diagonal: hide key j from query i when j > i.
                 query_pos = torch.arange(q_start, q_stop, device=q.device)[:, None]  # (bq, 1)
                 key_pos = torch.arange(k_start, k_stop, device=q.device)[None, :]  # (1, bk)
                 scores = scores.masked_fill(key_pos > query_pos, -math.inf)
+            if tiles is not None:
+                tiles.append(Tile(q_start, q_stop, k_start, k_stop, crosses_diagonal))
 
             m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., bq)
             # A row can have seen only masked keys so far (m_new = -inf); exp(-inf - -inf) would be
@@ -179,6 +198,7 @@ def flash_attention(
 # The algorithm on one query, step by step (for printing in a notebook)
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class OnlineSoftmaxStep:
     """The state of the online softmax after one block of keys (one query)."""
@@ -193,8 +213,9 @@ class OnlineSoftmaxStep:
     output: torch.Tensor | None  # acc / l: the attention output if the keys stopped here
 
 
-def online_softmax_steps(scores: torch.Tensor, block_size: int,
-                         values: torch.Tensor | None = None) -> list[OnlineSoftmaxStep]:
+def online_softmax_steps(
+    scores: torch.Tensor, block_size: int, values: torch.Tensor | None = None
+) -> list[OnlineSoftmaxStep]:
     r"""Run the online softmax over one query's scores, block by block, and return every state.
 
     Args:
@@ -218,9 +239,7 @@ def online_softmax_steps(scores: torch.Tensor, block_size: int,
     if block_size < 1:
         raise ValueError(f"block_size must be positive; got {block_size}")
     if values is not None and (values.dim() != 2 or values.shape[0] != scores.shape[0]):
-        raise ValueError(
-            f"values must be (T_k, d_v) with T_k = {scores.shape[0]}; got shape {tuple(values.shape)}"
-        )
+        raise ValueError(f"values must be (T_k, d_v) with T_k = {scores.shape[0]}; got shape {tuple(values.shape)}")
 
     scores = scores.double()  # the teaching helper favours exact printed numbers over speed
     m, l = -math.inf, 0.0
@@ -242,6 +261,9 @@ def online_softmax_steps(scores: torch.Tensor, block_size: int,
             acc = alpha * acc + p @ values[start:stop].double()
             output = acc / l
         m = m_new
-        steps.append(OnlineSoftmaxStep(block, (start, stop), block_max, m, alpha, l,
-                                       None if acc is None else acc.clone(), output))
+        steps.append(
+            OnlineSoftmaxStep(
+                block, (start, stop), block_max, m, alpha, l, None if acc is None else acc.clone(), output
+            )
+        )
     return steps

@@ -17,7 +17,8 @@ Triton is optional for the course: importing this module works without it, and c
 kernel still runs, slowly, in Triton's interpreter: set ``TRITON_INTERPRET=1`` *before* Python
 imports this module (the tests do that in a subprocess).
 """
-from __future__ import annotations
+# No `from __future__ import annotations` here: Triton's interpreter before 3.2 recognises the kernel's
+# tl.constexpr parameters by their annotation object, and a string annotation made them tensors.
 
 import math
 import os
@@ -49,17 +50,33 @@ if triton is not None:
 
     @triton.jit
     def _flash_forward_kernel(
-        Q, K, V, Out, Lse,
-        stride_qz, stride_qt, stride_qd,
-        stride_kz, stride_kt, stride_kd,
-        stride_vz, stride_vt, stride_vd,
-        stride_oz, stride_ot, stride_od,
-        n_queries, n_keys, head_dim, qk_scale_log2,
+        Q,
+        K,
+        V,
+        Out,
+        Lse,
+        stride_qz,
+        stride_qt,
+        stride_qd,
+        stride_kz,
+        stride_kt,
+        stride_kd,
+        stride_vz,
+        stride_vt,
+        stride_vd,
+        stride_oz,
+        stride_ot,
+        stride_od,
+        n_queries,
+        n_keys,
+        head_dim,
+        qk_scale_log2,
         CAUSAL: tl.constexpr,
         DOT_FP32: tl.constexpr,
         BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr,
         BLOCK_D: tl.constexpr,
+        INTERPRETED_KEYS: tl.constexpr,
     ):
         query_block = tl.program_id(0)
         z = tl.program_id(1)  # which (batch, head) pair
@@ -72,7 +89,8 @@ if triton is not None:
 
         q = tl.load(
             Q + z * stride_qz + rows[:, None] * stride_qt + dims[None, :] * stride_qd,
-            mask=row_ok[:, None] & dim_ok[None, :], other=0.0,
+            mask=row_ok[:, None] & dim_ok[None, :],
+            other=0.0,
         )  # (BLOCK_M, BLOCK_D)
         if DOT_FP32:
             q = q.to(tl.float32)
@@ -86,13 +104,17 @@ if triton is not None:
             keys_end = tl.minimum((query_block + 1) * BLOCK_M, n_keys)
         else:
             keys_end = n_keys
-
-        for key_start in range(0, keys_end, BLOCK_N):
+        # Triton's CPU interpreter (3.6 and earlier) turns every assigned scalar into a one-element
+        # array, which NumPy >= 2.4 refuses as a loop bound. There (INTERPRETED_KEYS > 0) the loop
+        # runs to the last key block, a plain number: blocks past a causal diagonal are fully masked
+        # below and change nothing. A compile-time choice: the GPU kernel loops to keys_end.
+        for key_start in range(0, keys_end if INTERPRETED_KEYS == 0 else INTERPRETED_KEYS, BLOCK_N):
             cols = key_start + cols_in_tile  # (BLOCK_N,) key positions
             col_ok = cols < n_keys
             k_t = tl.load(  # loaded already transposed: (BLOCK_D, BLOCK_N)
                 K + z * stride_kz + cols[None, :] * stride_kt + dims[:, None] * stride_kd,
-                mask=dim_ok[:, None] & col_ok[None, :], other=0.0,
+                mask=dim_ok[:, None] & col_ok[None, :],
+                other=0.0,
             )
             if DOT_FP32:
                 scores = tl.dot(q, k_t.to(tl.float32), input_precision="ieee")  # (BLOCK_M, BLOCK_N)
@@ -113,7 +135,8 @@ if triton is not None:
 
             v = tl.load(
                 V + z * stride_vz + cols[:, None] * stride_vt + dims[None, :] * stride_vd,
-                mask=col_ok[:, None] & dim_ok[None, :], other=0.0,
+                mask=col_ok[:, None] & dim_ok[None, :],
+                other=0.0,
             )  # (BLOCK_N, BLOCK_D)
             if DOT_FP32:
                 acc += tl.dot(p, v.to(tl.float32), input_precision="ieee")
@@ -214,19 +237,38 @@ def flash_attention_triton(
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     grid = (triton.cdiv(n_queries, block_m), z)
     _flash_forward_kernel[grid](
-        q3, k3, v3, out, lse,
-        q3.stride(0), q3.stride(1), q3.stride(2),
-        k3.stride(0), k3.stride(1), k3.stride(2),
-        v3.stride(0), v3.stride(1), v3.stride(2),
-        out.stride(0), out.stride(1), out.stride(2),
-        n_queries, n_keys, head_dim, scale * 1.4426950408889634,  # log2(e)
+        q3,
+        k3,
+        v3,
+        out,
+        lse,
+        q3.stride(0),
+        q3.stride(1),
+        q3.stride(2),
+        k3.stride(0),
+        k3.stride(1),
+        k3.stride(2),
+        v3.stride(0),
+        v3.stride(1),
+        v3.stride(2),
+        out.stride(0),
+        out.stride(1),
+        out.stride(2),
+        n_queries,
+        n_keys,
+        head_dim,
+        scale * 1.4426950408889634,  # log2(e)
         CAUSAL=bool(causal),
         # fp32 inputs get exact fp32 products instead of TF32. Triton's CPU interpreter computes
         # tl.dot with numpy, which has no bfloat16 and returns garbage for it, so there bf16 tiles
         # are widened to fp32 first (loads, stores and the bf16 output still run as on the GPU).
         DOT_FP32=q.dtype == torch.float32 or (_interpreting() and q.dtype == torch.bfloat16),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
-        num_warps=num_warps, num_stages=num_stages,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_D=block_d,
+        INTERPRETED_KEYS=n_keys if _interpreting() else 0,  # 0: one compiled kernel for every length
+        num_warps=num_warps,
+        num_stages=num_stages,
     )
     out, lse = out.reshape(q.shape), lse.reshape(*lead, n_queries)
     return (out, lse) if return_lse else out

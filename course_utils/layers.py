@@ -12,6 +12,7 @@ Pre-norm (GPT-2 onwards) normalises the sublayer's input and leaves the residual
 (``self_attn``, ``norm1``, ``dropout1``, ``ffn.linear1`` ...) mirror PyTorch's layers so that weights
 copy across one to one (:func:`copy_from_torch_layer`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -42,8 +43,7 @@ class FeedForward(nn.Module):
       that use it shrink ``d_ff`` to about ``8/3 d`` to keep the parameter count.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
-                 bias: bool = True):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, activation: str = "relu", bias: bool = True):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
@@ -73,9 +73,17 @@ class EncoderLayer(nn.Module):
     Set ``store_attention = True`` to keep the last attention weights in ``last_self_attention``.
     """
 
-    def __init__(self, d_model: int = 512, num_heads: int = 8, d_ff: int = 2048, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False, layer_norm_eps: float = 1e-5,
-                 rotary: bool = False):
+    def __init__(
+        self,
+        d_model: int = 512,
+        num_heads: int = 8,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        rotary: bool = False,
+    ):
         super().__init__()
         rope = RotaryEmbedding(d_model // num_heads) if rotary and d_model % num_heads == 0 else None
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, rotary=rope)
@@ -88,14 +96,12 @@ class EncoderLayer(nn.Module):
         self.store_attention = False
         self.last_self_attention: torch.Tensor | None = None
 
-    def _self_attention(self, x: torch.Tensor, mask: torch.Tensor | None,
-                        cache: KVCache | None) -> torch.Tensor:
+    def _self_attention(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
         out, weights = self.self_attn(x, x, x, mask, cache=cache, need_weights=self.store_attention)
         self.last_self_attention = weights.detach() if weights is not None else None
         return self.dropout1(out)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
         if self.norm_first:
             # Normalise once and feed the same tensor as query, key and value.
             x = x + self._self_attention(self.norm1(x), mask, cache)
@@ -115,8 +121,16 @@ class DecoderLayer(nn.Module):
     the new tokens, and the cross-attention keys/values are computed once.
     """
 
-    def __init__(self, d_model: int = 512, num_heads: int = 8, d_ff: int = 2048, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False, layer_norm_eps: float = 1e-5):
+    def __init__(
+        self,
+        d_model: int = 512,
+        num_heads: int = 8,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
@@ -142,9 +156,15 @@ class DecoderLayer(nn.Module):
         self.last_cross_attention = weights.detach() if weights is not None else None
         return self.dropout2(out)
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None, self_cache: KVCache | None = None,
-                cross_cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        self_cache: KVCache | None = None,
+        cross_cache: KVCache | None = None,
+    ) -> torch.Tensor:
         if self.norm_first:
             x = x + self._self_attention(self.norm1(x), tgt_mask, self_cache)
             x = x + self._cross_attention(self.norm2(x), memory, memory_mask, cross_cache)
@@ -158,40 +178,84 @@ class DecoderLayer(nn.Module):
 
 class Encoder(nn.Module):
     """``num_layers`` encoder layers; pre-norm stacks end with a final LayerNorm (their output is
-    otherwise un-normalised, since the residual path never passes through a norm)."""
+    otherwise un-normalised, since the residual path never passes through a norm).
 
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False):
+    ``layer_norm_eps`` goes to every LayerNorm of the stack; ``rotary=True`` applies RoPE inside each
+    layer's attention. ``forward(x, mask=None, caches=None) -> x`` with ``x`` ``(B, T, d_model)``; with
+    ``caches`` (one :class:`KVCache` per layer, from :meth:`new_caches`) and a causal mask, ``x`` holds
+    only the new tokens and the stack decodes incrementally, as in a GPT model.
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        rotary: bool = False,
+    ):
         super().__init__()
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first) for _ in range(num_layers)
+            EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first, layer_norm_eps, rotary)
+            for _ in range(num_layers)
         )
-        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x, mask)
+    def new_caches(self) -> list[KVCache]:
+        return [KVCache() for _ in self.layers]
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, caches: list[KVCache] | None = None
+    ) -> torch.Tensor:
+        if caches is not None and len(caches) != len(self.layers):
+            raise ValueError(f"got {len(caches)} caches for {len(self.layers)} layers")
+        for i, layer in enumerate(self.layers):
+            x = layer(x, mask, caches[i] if caches is not None else None)
         return self.final_norm(x)
+
+    def store_attention(self, on: bool = True) -> None:
+        """Keep (or stop keeping) each layer's last attention weights in ``layer.last_self_attention``."""
+        for layer in self.layers:
+            layer.store_attention = on
 
 
 class Decoder(nn.Module):
     """``num_layers`` decoder layers (+ final LayerNorm for pre-norm). ``caches`` is a list with one
     ``(self_cache, cross_cache)`` pair per layer, as made by :meth:`new_caches`."""
 
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False):
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+    ):
         super().__init__()
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first) for _ in range(num_layers)
+            DecoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first, layer_norm_eps)
+            for _ in range(num_layers)
         )
-        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
 
     def new_caches(self) -> list[tuple[KVCache, KVCache]]:
         return [(KVCache(), KVCache(static=True)) for _ in self.layers]
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None,
-                caches: list[tuple[KVCache, KVCache]] | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        caches: list[tuple[KVCache, KVCache]] | None = None,
+    ) -> torch.Tensor:
         if caches is not None and len(caches) != len(self.layers):
             raise ValueError(f"got {len(caches)} caches for {len(self.layers)} decoder layers")
         for i, layer in enumerate(self.layers):
@@ -199,9 +263,15 @@ class Decoder(nn.Module):
             x = layer(x, memory, tgt_mask, memory_mask, self_cache, cross_cache)
         return self.final_norm(x)
 
+    def store_attention(self, on: bool = True) -> None:
+        """Keep (or stop keeping) each layer's last weights: ``last_self_attention``, ``last_cross_attention``."""
+        for layer in self.layers:
+            layer.store_attention = on
 
-def copy_from_torch_layer(ours: EncoderLayer | DecoderLayer,
-                          theirs: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer):
+
+def copy_from_torch_layer(
+    ours: EncoderLayer | DecoderLayer, theirs: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer
+):
     """Copy every weight of PyTorch's encoder/decoder layer into ours (same sizes required)."""
     if isinstance(ours, DecoderLayer) != isinstance(theirs, nn.TransformerDecoderLayer):
         raise TypeError(f"cannot copy {type(theirs).__name__} into {type(ours).__name__}")
@@ -210,8 +280,12 @@ def copy_from_torch_layer(ours: EncoderLayer | DecoderLayer,
     copy_from_torch_mha(ours.self_attn, theirs.self_attn)
     if isinstance(ours, DecoderLayer):
         copy_from_torch_mha(ours.cross_attn, theirs.multihead_attn)
-    pairs = [(ours.ffn.linear1, theirs.linear1), (ours.ffn.linear2, theirs.linear2),
-             (ours.norm1, theirs.norm1), (ours.norm2, theirs.norm2)]
+    pairs = [
+        (ours.ffn.linear1, theirs.linear1),
+        (ours.ffn.linear2, theirs.linear2),
+        (ours.norm1, theirs.norm1),
+        (ours.norm2, theirs.norm2),
+    ]
     if isinstance(ours, DecoderLayer):
         pairs.append((ours.norm3, theirs.norm3))
     with torch.no_grad():

@@ -6,6 +6,7 @@ Jupyter it is drawn when it is the value of the cell (or with ``display(fig)``);
 with ``fig.savefig("name.png")``. Because ``pyplot`` never holds on to it, making many figures in a
 loop does not leak memory.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,9 +21,11 @@ __all__ = [
     "attention_heads_grid",
     "positional_encoding_heatmap",
     "plot_curves",
+    "plot_spread",
     "plot_history",
     "loglog_slope",
     "loglog_with_slopes",
+    "plot_benchmark",
 ]
 
 
@@ -41,8 +44,14 @@ def _check_labels(labels: Sequence[str] | None, size: int, name: str, axis: str)
 
 
 def _draw_attention(ax, weights: np.ndarray, x_labels, y_labels, vmax: float | None = None):
-    image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=vmax if vmax is not None else max(weights.max(), 1e-12),
-                      aspect="auto", interpolation="nearest")
+    image = ax.imshow(
+        weights,
+        cmap="viridis",
+        vmin=0.0,
+        vmax=vmax if vmax is not None else max(weights.max(), 1e-12),
+        aspect="auto",
+        interpolation="nearest",
+    )
     if x_labels is not None:
         ax.set_xticks(range(len(x_labels)), [str(s) for s in x_labels], rotation=90, fontsize=8)
     if y_labels is not None:
@@ -50,9 +59,15 @@ def _draw_attention(ax, weights: np.ndarray, x_labels, y_labels, vmax: float | N
     return image
 
 
-def attention_heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[str] | None = None,
-                      title: str = "Attention weights", xlabel: str = "key (attended-to) position",
-                      ylabel: str = "query position", figsize: tuple[float, float] | None = None) -> Figure:
+def attention_heatmap(
+    weights,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    title: str = "Attention weights",
+    xlabel: str = "key (attended-to) position",
+    ylabel: str = "query position",
+    figsize: tuple[float, float] | None = None,
+) -> Figure:
     """One attention matrix ``(T_q, T_k)``: row ``i`` is the distribution query ``i`` puts over the keys.
 
     ``x_labels`` name the keys (columns), ``y_labels`` the queries (rows), e.g. the source and target
@@ -60,8 +75,10 @@ def attention_heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: 
     """
     weights = _as_array(weights, "weights")
     if weights.ndim != 2:
-        raise ValueError(f"attention_heatmap expects one (T_q, T_k) matrix, got shape {weights.shape}; "
-                         "use attention_heads_grid for (H, T_q, T_k)")
+        raise ValueError(
+            f"attention_heatmap expects one (T_q, T_k) matrix, got shape {weights.shape}; "
+            "use attention_heads_grid for (H, T_q, T_k)"
+        )
     _check_labels(x_labels, weights.shape[1], "x_labels", "keys (columns)")
     _check_labels(y_labels, weights.shape[0], "y_labels", "queries (rows)")
     if figsize is None:
@@ -76,9 +93,15 @@ def attention_heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: 
     return fig
 
 
-def attention_heads_grid(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[str] | None = None,
-                         title: str = "Attention weights per head", ncols: int = 4,
-                         xlabel: str = "key position", ylabel: str = "query position") -> Figure:
+def attention_heads_grid(
+    weights,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    title: str = "Attention weights per head",
+    ncols: int = 4,
+    xlabel: str = "key position",
+    ylabel: str = "query position",
+) -> Figure:
     """All heads of one layer side by side, ``weights`` of shape ``(H, T_q, T_k)``, on one shared colour
     scale from 0 to 1 so the heads can be compared."""
     weights = _as_array(weights, "weights")
@@ -108,8 +131,9 @@ def attention_heads_grid(weights, x_labels: Sequence[str] | None = None, y_label
     return fig
 
 
-def positional_encoding_heatmap(table, title: str = "Sinusoidal position encoding",
-                                max_positions: int | None = None) -> Figure:
+def positional_encoding_heatmap(
+    table, title: str = "Sinusoidal position encoding", max_positions: int | None = None
+) -> Figure:
     """A ``(positions, d_model)`` table as an image: one row per position, one column per dimension.
     Low dimensions oscillate fast, high ones slowly (wavelengths from 2*pi to 10000 * 2*pi)."""
     table = _as_array(table, "table")
@@ -128,8 +152,15 @@ def positional_encoding_heatmap(table, title: str = "Sinusoidal position encodin
     return fig
 
 
-def plot_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str,
-                title: str, logx: bool = False, logy: bool = False, markers: bool = True) -> Figure:
+def plot_curves(
+    curves: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool = False,
+    logy: bool = False,
+    markers: bool = True,
+) -> Figure:
     """Several named curves on one axes: ``curves = {"RNN": (lengths, accuracy), "Transformer": (...)}``.
 
     Give units in the labels, e.g. ``xlabel="sequence length (tokens)"``, ``ylabel="time per step (ms)"``.
@@ -159,6 +190,65 @@ def plot_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], x
     return fig
 
 
+def plot_spread(
+    curves: Mapping[str, tuple[Sequence[float], Sequence[Sequence[float]]]],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool = False,
+    ax=None,
+    spread_name: str = "seeds",
+) -> Figure:
+    """Curves measured several times (one run per seed): the mean as a line with markers, the range
+    from the lowest to the highest run as a shaded band.
+
+    ``curves = {"ViT": (train_sizes, accuracies)}`` with ``accuracies`` of shape ``(runs, len(train_sizes))``.
+    Draws into ``ax`` when given (for panels side by side), else into a new figure; returns the figure.
+    """
+    if not curves:
+        raise ValueError("plot_spread needs at least one curve")
+    if not xlabel or not ylabel or not title:
+        raise ValueError("every figure needs a title and both axis labels (with units)")
+    if ax is None:
+        fig = Figure(figsize=(7, 4.5), layout="constrained")
+        ax = fig.add_subplot()
+    for name, (xs, runs) in curves.items():
+        xs, runs = _as_array(xs, f"x values of {name!r}"), _as_array(runs, f"runs of {name!r}")
+        if runs.ndim == 1:
+            runs = runs[None]
+        if xs.ndim != 1 or runs.ndim != 2 or runs.shape[1] != xs.shape[0]:
+            raise ValueError(
+                f"curve {name!r}: runs must have shape (runs, {xs.shape[0]}) for {xs.shape[0]} x values, "
+                f"got {runs.shape}"
+            )
+        if logx and (xs <= 0).any():
+            raise ValueError(f"curve {name!r} has x values <= 0, which a log axis cannot show")
+        count = runs.shape[0]
+        (line,) = ax.plot(
+            xs,
+            runs.mean(0),
+            marker="o",
+            markersize=3,
+            label=f"{name} (mean of {count} {spread_name})" if count > 1 else str(name),
+        )
+        if count > 1:
+            ax.fill_between(xs, runs.min(0), runs.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(
+        title=f"band: lowest to highest of the {spread_name}"
+        if any(np.ndim(runs) == 2 and len(runs) > 1 for _, runs in curves.values())
+        else None,
+        fontsize=9,
+        title_fontsize=9,
+    )
+    return ax.figure
+
+
 def _moving_average(values: np.ndarray, window: int) -> np.ndarray:
     if window <= 1 or len(values) < window:
         return values
@@ -167,8 +257,9 @@ def _moving_average(values: np.ndarray, window: int) -> np.ndarray:
     return np.concatenate([np.full(window - 1, np.nan), smoothed])
 
 
-def plot_history(history, title: str = "Training", loss_label: str = "training loss (nats per token)",
-                 smooth: int | None = None) -> Figure:
+def plot_history(
+    history, title: str = "Training", loss_label: str = "training loss (nats per token)", smooth: int | None = None
+) -> Figure:
     """A :class:`~course_utils.training.History` as panels: loss (raw and smoothed), learning rate,
     gradient norm, and each evaluation metric, all against the optimizer step."""
     if not history.step:
@@ -223,8 +314,13 @@ def loglog_slope(x, y) -> float:
     return float(slope)
 
 
-def loglog_with_slopes(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], xlabel: str,
-                       ylabel: str, title: str, fit_from: float | None = None) -> Figure:
+def loglog_with_slopes(
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    fit_from: float | None = None,
+) -> Figure:
     """Log-log plot of each ``name -> (n, values)`` with its fitted power law drawn dashed and its
     slope in the legend: slope 2 means the cost grows as ``n^2`` (e.g. attention memory vs length).
 
@@ -244,7 +340,7 @@ def loglog_with_slopes(series: Mapping[str, tuple[Sequence[float], Sequence[floa
         intercept = np.mean(np.log(values[keep]) - slope * np.log(n[keep]))
         (line,) = ax.plot(n, values, marker="o", markersize=4, label=f"{name} (slope {slope:.2f})")
         fitted_n = n[keep]
-        ax.plot(fitted_n, np.exp(intercept) * fitted_n ** slope, linestyle="--", color=line.get_color(), alpha=0.6)
+        ax.plot(fitted_n, np.exp(intercept) * fitted_n**slope, linestyle="--", color=line.get_color(), alpha=0.6)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_title(title)
@@ -252,4 +348,111 @@ def loglog_with_slopes(series: Mapping[str, tuple[Sequence[float], Sequence[floa
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(title="fitted power law: dashed")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark results (course_utils.bench)
+# --------------------------------------------------------------------------------------------
+
+_BENCHMARK_METRICS = {
+    "time_ms": "time per call (ms)",
+    "tflops": "TFLOP/s",
+    "peak_mem_mib": "peak memory (MiB)",
+}
+
+
+def _n_label(n: int) -> str:
+    return f"{n // 1024}k" if n >= 1024 else str(n)
+
+
+def _add_slope_guides(ax, group: list) -> None:
+    """Dashed lines of slope 1 (from the lowest first point) and 2 (from the highest) in log-log."""
+    ok = [r for r in group if r.status == "ok" and r.peak_mem_mib]
+    if not ok:
+        return
+    n0 = min(r.seq_len for r in ok)
+    n1 = max(r.seq_len for r in ok)
+    first = [r.peak_mem_mib for r in ok if r.seq_len == n0]
+    xs = [n0, n1]
+    ax.plot(xs, [min(first), min(first) * n1 / n0], "k--", lw=0.8, alpha=0.5, label="grows as n")
+    ax.plot(xs, [max(first), max(first) * (n1 / n0) ** 2], "k:", lw=0.8, alpha=0.5, label="grows as n²")
+
+
+def _plot_attention_benchmark(results, metrics: Sequence[str]) -> Figure:
+    rows = results.rows
+    groups = sorted({(r.head_dim, r.causal) for r in rows})
+    stored_order = results.meta.get("methods") or list(dict.fromkeys(r.method for r in rows))
+    methods = [m for m in stored_order if any(r.method == m for r in rows)]
+    fig = Figure(figsize=(4.6 * len(groups), 3.6 * len(metrics)), layout="constrained")
+    axes = fig.subplots(len(metrics), len(groups), squeeze=False)
+    for j, (head_dim, causal) in enumerate(groups):
+        group = [r for r in rows if r.head_dim == head_dim and r.causal == causal]
+        for i, metric in enumerate(metrics):
+            ax = axes[i][j]
+            for method in methods:
+                ok = sorted(
+                    (r.seq_len, getattr(r, metric))
+                    for r in group
+                    if r.method == method and r.status == "ok" and getattr(r, metric)
+                )
+                failed = sorted(r.seq_len for r in group if r.method == method and r.status == "oom")
+                if ok:
+                    label = method + (f" (OOM at n={failed[0]})" if failed else "")
+                    ax.plot([n for n, _ in ok], [y for _, y in ok], marker="o", label=label)
+            if metric == "peak_mem_mib":
+                _add_slope_guides(ax, group)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            lengths = sorted({r.seq_len for r in group})
+            ax.set_xticks(lengths, labels=[_n_label(n) for n in lengths])
+            ax.set_xlabel("sequence length n")
+            ax.set_ylabel(_BENCHMARK_METRICS[metric])
+            ax.grid(True, which="both", alpha=0.3)
+            ax.set_title(f"d={head_dim}, {'causal' if causal else 'not causal'}", fontsize=10)
+            if j == 0 and (i == 0 or metric == "peak_mem_mib"):
+                ax.legend(fontsize=7)
+    fig.suptitle(f"{results.grid}: {results.meta['device_name']}, {results.meta['dtype']}")
+    return fig
+
+
+def _plot_decode_benchmark(results) -> Figure:
+    fig = Figure(figsize=(9.5, 3.6), layout="constrained")
+    ax_time, ax_rate = fig.subplots(1, 2)
+    for mode in ("no-cache", "kv-cache"):
+        rows = [r for r in results.rows if r.mode == mode and r.status == "ok"]
+        ax_time.plot([r.tokens for r in rows], [r.seconds for r in rows], marker="o", label=mode)
+        ax_rate.plot([r.tokens for r in rows], [r.tokens_per_s for r in rows], marker="o", label=mode)
+    counts = sorted({r.tokens for r in results.rows})
+    for ax, label in ((ax_time, "total time (s)"), (ax_rate, "tokens per second")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(counts, labels=[str(c) for c in counts])
+        ax.set_xlabel("new tokens generated")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"decode: {results.meta['device_name']}, {results.meta['dtype']}")
+    return fig
+
+
+def plot_benchmark(results, metrics: Sequence[str] | None = None, path=None) -> Figure:
+    """Log-log plots of benchmark results (:class:`course_utils.bench.BenchmarkResults`): one column per
+    (head dim, causal), one row per metric.
+
+    Default metrics: time and peak memory (``cpu``, ``memory`` grids), time and TFLOP/s (``gpu``).
+    The memory panels carry dashed ``~n`` and ``~n^2`` guides. Decode results get time and tokens per
+    second against the number of new tokens. ``path`` also saves the figure there.
+    """
+    if results.kind == "decode":
+        fig = _plot_decode_benchmark(results)
+    else:
+        if metrics is None:
+            metrics = ("time_ms", "tflops") if results.grid == "gpu" else ("time_ms", "peak_mem_mib")
+        unknown = set(metrics) - set(_BENCHMARK_METRICS)
+        if unknown:
+            raise ValueError(f"unknown metric(s) {sorted(unknown)}; choose from {sorted(_BENCHMARK_METRICS)}")
+        fig = _plot_attention_benchmark(results, metrics)
+    if path is not None:
+        fig.savefig(path, dpi=110)
     return fig

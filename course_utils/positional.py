@@ -11,6 +11,7 @@ way. Position encodings break that symmetry.
 - Rotary (Su et al., 2021): rotate each pair of query/key features by an angle proportional to the
   position, so that ``<R_m q, R_n k>`` depends on ``m - n`` only.
 """
+
 from __future__ import annotations
 
 import torch
@@ -80,7 +81,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         _check_positions(x, self.d_model, self.max_len, offset, "SinusoidalPositionalEncoding")
-        return self.dropout(x + self.pe[:, offset: offset + x.shape[1]])
+        return self.dropout(x + self.pe[:, offset : offset + x.shape[1]])
 
 
 class LearnedPositionalEncoding(nn.Module):
@@ -112,6 +113,7 @@ def _check_positions(x: torch.Tensor, d_model: int, max_len: int, offset: int, w
 # --------------------------------------------------------------------------------------------
 # Rotary position embedding
 # --------------------------------------------------------------------------------------------
+
 
 def rotary_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0) -> torch.Tensor:
     """Angles ``pos * theta_i`` with ``theta_i = base^{-2i/d}``: ``(T,)`` -> ``(T, head_dim / 2)``."""
@@ -154,4 +156,3 @@ class RotaryEmbedding(nn.Module):
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         positions = torch.arange(offset, offset + x.shape[-2], device=x.device)
         return apply_rotary(x, positions, self.base)
-

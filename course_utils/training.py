@@ -21,6 +21,7 @@ Schedules are ``LambdaLR`` factories; call ``scheduler.step()`` after every opti
 does it). A lambda multiplies the optimizer's base ``lr``: give the optimizer ``lr=1.0`` to get
 :func:`noam_schedule`'s absolute values from the paper.
 """
+
 from __future__ import annotations
 
 import math
@@ -54,6 +55,7 @@ __all__ = [
 # Batches
 # --------------------------------------------------------------------------------------------
 
+
 class Batches:
     """Mini-batches of aligned tensors; iterate once per epoch.
 
@@ -61,9 +63,16 @@ class Batches:
     so a run is repeatable and yet each epoch sees a different order.
     """
 
-    def __init__(self, tensors: Sequence[torch.Tensor], batch_size: int, shuffle: bool = True,
-                 seed: int = 0, drop_last: bool = False, bucket_by: torch.Tensor | None = None,
-                 bucket_pool: int = 32):
+    def __init__(
+        self,
+        tensors: Sequence[torch.Tensor],
+        batch_size: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        bucket_by: torch.Tensor | None = None,
+        bucket_pool: int = 32,
+    ):
         tensors = tuple(tensors)
         if not tensors:
             raise ValueError("make_batches needs at least one tensor")
@@ -103,19 +112,24 @@ class Batches:
             # Sort each pool of bucket_pool batches by length, so a batch holds examples of similar
             # length and trimming its padding saves work; then visit the batches in random order.
             pool = self.batch_size * self.bucket_pool
-            order = torch.cat([
-                chunk[self.bucket_by[chunk].argsort(stable=True)] for chunk in order.split(pool)
-            ])
+            order = torch.cat([chunk[self.bucket_by[chunk].argsort(stable=True)] for chunk in order.split(pool)])
             if self.shuffle:
                 generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.passes + 7_919)
                 starts = [starts[i] for i in torch.randperm(len(starts), generator=generator).tolist()]
         for start in starts:
-            index = order[start: start + self.batch_size]
+            index = order[start : start + self.batch_size]
             yield tuple(t[index] for t in self.tensors)
 
 
-def make_batches(tensors: Sequence[torch.Tensor], batch_size: int, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False, bucket_by: torch.Tensor | None = None, bucket_pool: int = 32) -> Batches:
+def make_batches(
+    tensors: Sequence[torch.Tensor],
+    batch_size: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
+    bucket_by: torch.Tensor | None = None,
+    bucket_pool: int = 32,
+) -> Batches:
     """``make_batches((x, y), 64)`` -> an iterable of ``(x_batch, y_batch)`` tuples, reshuffled every epoch.
 
     ``bucket_by`` (one length per example) groups examples of similar length into the same batch;
@@ -141,15 +155,16 @@ def supervised_loss(ignore_index: int = -100, label_smoothing: float = 0.0) -> C
     """A ``loss_fn`` for batches ``(*inputs, targets)``: cross-entropy of ``model(*inputs)`` against
     ``targets``, over the last dimension of the logits (``(B, C)`` classification or ``(B, T, V)`` tokens).
     It also reports the accuracy on the batch."""
+
     def loss_fn(model: nn.Module, batch: Sequence[torch.Tensor]):
         *inputs, targets = batch
         logits = model(*inputs)
         flat_logits, flat_targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
-        loss = F.cross_entropy(flat_logits, flat_targets, ignore_index=ignore_index,
-                               label_smoothing=label_smoothing)
+        loss = F.cross_entropy(flat_logits, flat_targets, ignore_index=ignore_index, label_smoothing=label_smoothing)
         counted = flat_targets != ignore_index
         correct = (flat_logits.argmax(-1) == flat_targets) & counted
         return loss, {"accuracy": correct.sum().item() / max(1, counted.sum().item())}
+
     return loss_fn
 
 
@@ -157,31 +172,27 @@ def supervised_loss(ignore_index: int = -100, label_smoothing: float = 0.0) -> C
 # The loop
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class History:
     """What happened during :func:`train`, one entry per optimizer step (and per evaluation)."""
+
     step: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     grad_norm: list[float] = field(default_factory=list)  # L2 norm of all gradients, before clipping
-    time_s: list[float] = field(default_factory=list)     # wall time since the start of train()
+    time_s: list[float] = field(default_factory=list)  # wall time since the start of train()
     train_metrics: dict[str, list[float]] = field(default_factory=dict)
     eval_step: list[int] = field(default_factory=list)
     eval_time_s: list[float] = field(default_factory=list)
     eval_metrics: dict[str, list[float]] = field(default_factory=dict)
-    epochs: int = 0              # completed passes over the data
-    stopped_by: str = ""         # "steps", "epochs" or "time budget"
+    epochs: int = 0  # completed passes over the data
+    stopped_by: str = ""  # "steps", "epochs" or "time budget"
     total_time_s: float = 0.0
 
     @property
     def steps(self) -> int:
         return len(self.step)
-
-    def eval_curve(self, name: str) -> tuple[list[int], list[float]]:
-        """``(steps, values)`` of one evaluation metric."""
-        if name not in self.eval_metrics:
-            raise KeyError(f"no evaluation metric {name!r}; recorded: {sorted(self.eval_metrics)}")
-        return self.eval_step, self.eval_metrics[name]
 
     def last_eval(self) -> dict[str, float]:
         return {name: values[-1] for name, values in self.eval_metrics.items() if values}
@@ -189,7 +200,7 @@ class History:
     def summary(self) -> str:
         parts = [f"{self.steps} steps, {self.epochs} epochs, {self.total_time_s:.1f} s (stopped by {self.stopped_by})"]
         if self.loss:
-            tail = self.loss[-min(20, len(self.loss)):]
+            tail = self.loss[-min(20, len(self.loss)) :]
             parts.append(f"final loss {sum(tail) / len(tail):.4f}")
         parts += [f"{k} {v:.4f}" for k, v in self.last_eval().items()]
         return ", ".join(parts)
@@ -216,12 +227,22 @@ def _run_eval(model: nn.Module, eval_fn: Callable, history: History, step: int, 
     return result
 
 
-def train(model: nn.Module, loss_fn: Callable, batches: Iterable | Callable[[int], Iterable],
-          optimizer: torch.optim.Optimizer, epochs: int | None = None, steps: int | None = None,
-          scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, clip_grad_norm: float | None = None,
-          device: torch.device | str | None = None, progress: bool = True, time_budget_s: float | None = None,
-          eval_fn: Callable[[nn.Module], dict | float] | None = None, eval_every: int | None = None,
-          history: History | None = None) -> History:
+def train(
+    model: nn.Module,
+    loss_fn: Callable,
+    batches: Iterable | Callable[[int], Iterable],
+    optimizer: torch.optim.Optimizer,
+    epochs: int | None = None,
+    steps: int | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    clip_grad_norm: float | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    time_budget_s: float | None = None,
+    eval_fn: Callable[[nn.Module], dict | float] | None = None,
+    eval_every: int | None = None,
+    history: History | None = None,
+) -> History:
     """Train ``model`` and return its :class:`History`.
 
     Args:
@@ -269,6 +290,7 @@ def train(model: nn.Module, loss_fn: Callable, batches: Iterable | Callable[[int
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(total=total, desc="training", unit="step", leave=True)
 
     start = time.perf_counter()
@@ -291,10 +313,13 @@ def train(model: nn.Module, loss_fn: Callable, batches: Iterable | Callable[[int
                 seen_any = True
                 batch = to_device(batch, device)
                 out = loss_fn(model, batch)
-                loss, metrics = (out if isinstance(out, tuple) else (out, {}))
+                loss, metrics = out if isinstance(out, tuple) else (out, {})
                 if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-                    got = (f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor)
-                           else type(loss).__name__)
+                    got = (
+                        f"a tensor of shape {tuple(loss.shape)}"
+                        if isinstance(loss, torch.Tensor)
+                        else type(loss).__name__
+                    )
                     raise TypeError(f"loss_fn must return a scalar tensor (or (loss, metrics)), got {got}")
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
@@ -336,8 +361,9 @@ def train(model: nn.Module, loss_fn: Callable, batches: Iterable | Callable[[int
                 epoch += 1
                 history.epochs += 1
             if not seen_any:
-                raise ValueError("the batches yielded nothing: is the dataset empty or batch_size too large "
-                                 "with drop_last=True?")
+                raise ValueError(
+                    "the batches yielded nothing: is the dataset empty or batch_size too large with drop_last=True?"
+                )
     finally:
         if bar is not None:
             bar.close()
@@ -352,9 +378,11 @@ def train(model: nn.Module, loss_fn: Callable, batches: Iterable | Callable[[int
 # Evaluation helpers
 # --------------------------------------------------------------------------------------------
 
+
 @torch.no_grad()
-def evaluate_accuracy(model: nn.Module, batches: Iterable, ignore_index: int = -100,
-                      device: torch.device | str | None = None) -> float:
+def evaluate_accuracy(
+    model: nn.Module, batches: Iterable, ignore_index: int = -100, device: torch.device | str | None = None
+) -> float:
     """Accuracy of ``model(*inputs).argmax(-1)`` against the last tensor of each batch
     ``(*inputs, targets)``; positions whose target is ``ignore_index`` do not count."""
     was_training = model.training
@@ -378,8 +406,9 @@ def evaluate_accuracy(model: nn.Module, batches: Iterable, ignore_index: int = -
 
 
 @torch.no_grad()
-def evaluate_loss(model: nn.Module, loss_fn: Callable, batches: Iterable,
-                  device: torch.device | str | None = None) -> float:
+def evaluate_loss(
+    model: nn.Module, loss_fn: Callable, batches: Iterable, device: torch.device | str | None = None
+) -> float:
     """Mean of ``loss_fn(model, batch)`` over the batches (each batch weighted equally), in eval mode."""
     was_training = model.training
     model.eval()
@@ -398,6 +427,7 @@ def evaluate_loss(model: nn.Module, loss_fn: Callable, batches: Iterable,
 # Learning-rate schedules
 # --------------------------------------------------------------------------------------------
 
+
 def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     r"""The schedule of "Attention Is All You Need" (section 5.3), with steps counted from 1:
 
@@ -410,11 +440,10 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
         raise ValueError(f"the Noam schedule counts steps from 1, got step={step}")
     if d_model < 1 or warmup < 1:
         raise ValueError(f"d_model and warmup must be >= 1, got d_model={d_model}, warmup={warmup}")
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def noam_schedule(optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000,
-                  factor: float = 1.0) -> LambdaLR:
+def noam_schedule(optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0) -> LambdaLR:
     """:func:`noam_lr` as a scheduler. Give the optimizer ``lr=1.0`` (the lambda multiplies it)
     and, as in the paper, ``Adam(betas=(0.9, 0.98), eps=1e-9)``. The first optimizer step uses step 1."""
     noam_lr(1, d_model, warmup)  # validate the arguments now rather than at the first step
@@ -430,8 +459,9 @@ def warmup_cosine_multiplier(index: int, warmup: int, total: int, min_ratio: flo
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def warmup_cosine_schedule(optimizer: torch.optim.Optimizer, warmup: int, total: int,
-                           min_ratio: float = 0.0) -> LambdaLR:
+def warmup_cosine_schedule(
+    optimizer: torch.optim.Optimizer, warmup: int, total: int, min_ratio: float = 0.0
+) -> LambdaLR:
     """Warm-up then cosine decay of the optimizer's base lr (the GPT/BERT/ViT recipe)."""
     if warmup < 0 or total < 1 or warmup > total:
         raise ValueError(f"need 0 <= warmup <= total and total >= 1, got warmup={warmup}, total={total}")
@@ -443,6 +473,7 @@ def warmup_cosine_schedule(optimizer: torch.optim.Optimizer, warmup: int, total:
 # --------------------------------------------------------------------------------------------
 # Label smoothing
 # --------------------------------------------------------------------------------------------
+
 
 class LabelSmoothingLoss(nn.Module):
     r"""Cross-entropy against a smoothed target (Szegedy et al. 2016; the Transformer uses 0.1).
@@ -463,8 +494,9 @@ class LabelSmoothingLoss(nn.Module):
     ``forward(logits (..., V), target (...)) -> scalar``.
     """
 
-    def __init__(self, smoothing: float = 0.1, ignore_index: int = -100, exclude: Sequence[int] = (),
-                 form: str = "cross_entropy"):
+    def __init__(
+        self, smoothing: float = 0.1, ignore_index: int = -100, exclude: Sequence[int] = (), form: str = "cross_entropy"
+    ):
         super().__init__()
         if not 0.0 <= smoothing < 1.0:
             raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
@@ -475,8 +507,9 @@ class LabelSmoothingLoss(nn.Module):
         self.exclude = tuple(int(i) for i in exclude)
         self.form = form
 
-    def target_distribution(self, target: torch.Tensor, num_classes: int,
-                            dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def target_distribution(
+        self, target: torch.Tensor, num_classes: int, dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         """``(N,)`` class ids -> ``(N, V)`` smoothed distribution ``q`` (rows sum to 1)."""
         allowed = torch.ones(num_classes, dtype=torch.bool, device=target.device)
         if self.exclude:

@@ -1,12 +1,21 @@
 """Attention against PyTorch as the oracle, plus the properties the chapters rely on."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from course_utils.attention import (
-    KVCache, MultiHeadAttention, causal_mask, check_mask, combine_masks, copy_from_torch_mha,
-    from_torch_key_padding_mask, padding_mask, scaled_dot_product_attention, to_torch_attn_mask,
+    KVCache,
+    MultiHeadAttention,
+    causal_mask,
+    check_mask,
+    combine_masks,
+    copy_from_torch_mha,
+    from_torch_key_padding_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+    to_torch_attn_mask,
 )
 
 B, T, S, D, H = 3, 7, 5, 32, 4
@@ -129,19 +138,20 @@ def test_no_future_leakage_train_and_eval():
         getattr(mha, mode)()
         i = 3
         changed = x.clone()
-        changed[:, i + 1:] = torch.randn_like(changed[:, i + 1:])
+        changed[:, i + 1 :] = torch.randn_like(changed[:, i + 1 :])
         a = mha(x, x, x, causal_mask(T))[0]
         b = mha(changed, changed, changed, causal_mask(T))[0]
         torch.testing.assert_close(a[:, : i + 1], b[:, : i + 1])
-        assert not torch.allclose(a[:, i + 1:], b[:, i + 1:]), "the perturbation must show after position i"
+        assert not torch.allclose(a[:, i + 1 :], b[:, i + 1 :]), "the perturbation must show after position i"
 
 
 def test_permutation_equivariance_without_positions():
     mha = MultiHeadAttention(D, H, dropout=0.0).eval()
     x = torch.randn(2, T, D)
     perm = torch.randperm(T)
-    torch.testing.assert_close(mha(x, x, x)[0][:, perm], mha(x[:, perm], x[:, perm], x[:, perm])[0],
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        mha(x, x, x)[0][:, perm], mha(x[:, perm], x[:, perm], x[:, perm])[0], atol=1e-5, rtol=1e-5
+    )
 
 
 def test_kv_cache_equals_full_recompute():
@@ -150,7 +160,7 @@ def test_kv_cache_equals_full_recompute():
     full = mha(x, x, x, causal_mask(T))[0]
     cache = KVCache()
     prefix = mha(x[:, :3], x[:, :3], x[:, :3], causal_mask(3), cache=cache)[0]
-    steps = [mha(x[:, t:t + 1], x[:, t:t + 1], x[:, t:t + 1], cache=cache)[0] for t in range(3, T)]
+    steps = [mha(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)[0] for t in range(3, T)]
     torch.testing.assert_close(torch.cat([prefix, *steps], dim=1), full, atol=1e-5, rtol=1e-5)
     assert len(cache) == T
 
@@ -165,10 +175,13 @@ def test_static_cache_reuses_encoder_keys():
     torch.testing.assert_close(first, second)
 
 
-@pytest.mark.parametrize("bad, error, words", [
-    (dict(d_model=500, num_heads=8), ValueError, "d_model=500 is not divisible by num_heads=8"),
-    (dict(d_model=0, num_heads=8), ValueError, "must be positive"),
-])
+@pytest.mark.parametrize(
+    "bad, error, words",
+    [
+        (dict(d_model=500, num_heads=8), ValueError, "d_model=500 is not divisible by num_heads=8"),
+        (dict(d_model=0, num_heads=8), ValueError, "must be positive"),
+    ],
+)
 def test_mha_constructor_errors(bad, error, words):
     with pytest.raises(error, match=words):
         MultiHeadAttention(**bad)

@@ -1,4 +1,5 @@
 """The benchmark harness of chapter 12 (course_utils.bench): timing, memory, rows, grids, the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,25 @@ import torch
 from course_utils import bench
 
 REQUIRED_ROW_FIELDS = {
-    "method", "sdpa_backend", "batch", "heads", "seq_len", "head_dim", "causal", "dtype", "device", "status",
-    "reason", "time_ms", "time_min_ms", "repeats", "timer", "peak_mem_mib", "flops", "tflops", "pct_of_peak",
+    "method",
+    "sdpa_backend",
+    "batch",
+    "heads",
+    "seq_len",
+    "head_dim",
+    "causal",
+    "dtype",
+    "device",
+    "status",
+    "reason",
+    "time_ms",
+    "time_min_ms",
+    "repeats",
+    "timer",
+    "peak_mem_mib",
+    "flops",
+    "tflops",
+    "pct_of_peak",
     "max_abs_diff",
 }
 REQUIRED_META_FIELDS = {"device", "device_name", "torch", "cpu_threads", "dtype", "date", "wall_s", "grid"}
@@ -74,10 +92,12 @@ def test_time_interleaved_takes_turns_and_keeps_each_calls_best_round():
         def fn():
             order.append(key)
             time.sleep(work_s + next(slow_spell, 0))
+
         return fn
 
-    timings = bench.time_interleaved({"a": make("a", 0.002), "b": make("b", 0.004)}, CPU, rounds=3,
-                                     warmup=0, min_repeats=1, max_repeats=1)
+    timings = bench.time_interleaved(
+        {"a": make("a", 0.002), "b": make("b", 0.004)}, CPU, rounds=3, warmup=0, min_repeats=1, max_repeats=1
+    )
     assert order == ["a", "b"] * 3, f"the calls should take turns, round after round; ran {order}"
     assert set(timings) == {"a", "b"} and timings["a"].repeats == 3, timings
     assert 0.002 <= timings["a"].min_s < 0.02, f"the slow spell should not be a's best round: {timings['a']}"
@@ -110,16 +130,17 @@ def test_cuda_timer_choice_with_fake_cuda(monkeypatch):
         return [1.5, 1.0]  # milliseconds: median, minimum
 
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(bench, "_sync", lambda device: None)
-    monkeypatch.setattr(bench, "_do_bench", lambda: fake_do_bench)
+    monkeypatch.setattr(bench.timing, "synchronize", lambda device: None)
+    monkeypatch.setattr(bench.timing, "_do_bench", lambda: fake_do_bench)
     fast = bench.time_call(lambda: None, "cuda", warmup=0, expected_call_s=0.001)
     assert fast.timer == "triton.testing.do_bench" and fast.median_s == pytest.approx(1.5e-3), fast
     assert do_bench_calls == [[0.5, 0.0]], "do_bench must be asked for the median and the minimum"
-    slow = bench.time_call(lambda: time.sleep(0.01), "cuda", warmup=0, min_repeats=2, max_repeats=2,
-                           expected_call_s=0.2)
+    slow = bench.time_call(
+        lambda: time.sleep(0.01), "cuda", warmup=0, min_repeats=2, max_repeats=2, expected_call_s=0.2
+    )
     assert slow.timer == "cuda-events" and slow.repeats == 2, f"a 200 ms call should be timed with events: {slow}"
     assert 0.009 < slow.median_s < 0.2, f"events measured {slow.median_s:.4f} s for a 10 ms call"
-    monkeypatch.setattr(bench, "_do_bench", lambda: None)  # no triton: events even for fast calls
+    monkeypatch.setattr(bench.timing, "_do_bench", lambda: None)  # no triton: events even for fast calls
     assert bench.time_call(lambda: None, "cuda", warmup=1, min_repeats=1).timer == "cuda-events"
     with pytest.raises(ValueError, match="needs a CUDA device"):
         bench.time_call(lambda: None, "cpu", timer="cuda-events")
@@ -128,7 +149,7 @@ def test_cuda_timer_choice_with_fake_cuda(monkeypatch):
 def test_cuda_peak_memory_is_the_peak_above_the_start_with_fake_cuda(monkeypatch):
     counters = {"allocated": 300, "peak": 900}
     order = []
-    monkeypatch.setattr(bench, "_sync", lambda device: order.append("sync"))
+    monkeypatch.setattr(bench.memory, "synchronize", lambda device: order.append("sync"))
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: order.append("reset"))
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: counters["allocated"])
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: counters["peak"] + 1000)
@@ -157,35 +178,68 @@ def test_cpu_peak_memory_of_known_allocations():
     assert peak == 8 * mib, f"the peak is the 8 MiB high-water mark, not the sum or the end: got {peak / mib:.2f} MiB"
 
     existing = torch.empty(16 * mib, dtype=torch.uint8)  # allocated before: must not count
-    peak, _ = bench.peak_memory(lambda: existing.view(-1)[: mib].clone(), CPU)
+    peak, _ = bench.peak_memory(lambda: existing.view(-1)[:mib].clone(), CPU)
     assert peak == mib, f"only memory allocated during the call counts; got {peak / mib:.2f} MiB"
 
 
 def test_measure_attention_row_has_every_field_and_consistent_numbers():
-    row, out = bench.measure_attention("sdpa-math", batch=1, heads=2, seq_len=64, head_dim=16, causal=True,
-                                       dtype=torch.float32, device=CPU, min_repeats=2, max_repeats=2)
-    assert REQUIRED_ROW_FIELDS <= set(row), f"row lacks {REQUIRED_ROW_FIELDS - set(row)}"
-    assert row["status"] == "ok", f"sdpa-math should run on the CPU: {row['reason']}"
-    assert row["sdpa_backend"] == "MATH"
-    assert row["flops"] == bench.attention_flops(1, 2, 64, 64, 16, True)
-    assert row["tflops"] == pytest.approx(row["flops"] / (row["time_ms"] / 1e3) / 1e12), "TFLOP/s = FLOPs / time"
-    assert row["repeats"] == 2 and row["timer"] == "perf_counter"
+    shape = bench.AttentionShape(batch=1, heads=2, seq_len=64, head_dim=16, causal=True)
+    settings = bench.MeasureSettings(CPU, torch.float32, min_repeats=2, max_repeats=2)
+    row, out = bench.measure_attention("sdpa-math", shape, settings)
+    assert REQUIRED_ROW_FIELDS <= set(row.to_json()), f"row lacks {REQUIRED_ROW_FIELDS - set(row.to_json())}"
+    assert row.status == "ok", f"sdpa-math should run on the CPU: {row.reason}"
+    assert row.sdpa_backend == "MATH"
+    assert row.flops == bench.attention_flops(1, 2, 64, 64, 16, True) == shape.flops
+    assert row.tflops == pytest.approx(row.flops / (row.time_ms / 1e3) / 1e12), "TFLOP/s = FLOPs / time"
+    assert row.repeats == 2 and row.timer == "perf_counter"
     # The 64 x 64 x 2-head fp32 scores alone are 32 KiB; the output is 8 KiB.
-    assert row["peak_mem_mib"] * 2**20 >= 32 * 1024, f"sdpa-math peak {row['peak_mem_mib']:.4f} MiB is too small"
-    assert row["pct_of_peak"] is None, "no datasheet peak is known for a CPU"
+    assert row.peak_mem_mib * 2**20 >= 32 * 1024, f"sdpa-math peak {row.peak_mem_mib:.4f} MiB is too small"
+    assert row.pct_of_peak is None, "no datasheet peak is known for a CPU"
     assert out.shape == (1, 2, 64, 16)
+    inputs = shape.random_inputs(torch.float32, CPU)
+    row, _ = bench.measure_attention(
+        "flash-pytorch",
+        shape,
+        settings,
+        inputs=inputs,
+        reference=("naive", bench.naive_attention(*inputs, causal=True)),
+    )
+    assert row.diff_vs == "naive" and row.max_abs_diff < 1e-5, f"flash-pytorch differs from naive: {row}"
+    assert row.block == settings.block, "a method that tiles records its tile size"
+    with pytest.raises(ValueError, match="unknown method 'fastest'"):
+        bench.measure_attention("fastest", shape, settings)
+
+
+def test_rows_round_trip_through_json():
+    row = bench.AttentionRow(
+        method="naive",
+        sdpa_backend=None,
+        batch=1,
+        heads=2,
+        seq_len=8,
+        head_dim=4,
+        causal=False,
+        dtype="float32",
+        device="cpu",
+        flops=1024,
+        time_ms=1.5,
+    )
+    assert bench.AttentionRow.from_json(json.loads(json.dumps(row.to_json()))) == row
+    older = {k: v for k, v in row.to_json().items() if k != "block"}  # the stored tables have no "block" here
+    assert bench.AttentionRow.from_json({**older, "future_field": 1}) == row, "unknown fields are ignored"
+    with pytest.raises(ValueError, match="lacks a field"):
+        bench.AttentionRow.from_json({"method": "naive"})
 
 
 def test_unsupported_methods_become_rows_not_crashes():
-    row, out = bench.measure_attention("flash-triton", batch=1, heads=1, seq_len=32, head_dim=16, causal=False,
-                                       dtype=torch.float32, device=CPU)
-    assert row["status"] == "unsupported" and "CUDA" in row["reason"], row
+    shape, settings = bench.AttentionShape(1, 1, 32, 16), bench.MeasureSettings(CPU, torch.float32)
+    row, out = bench.measure_attention("flash-triton", shape, settings)
+    assert row.status == "unsupported" and "CUDA" in row.reason, row
     assert out is None
     if not torch.cuda.is_available():
-        row, _ = bench.measure_attention("sdpa-efficient", batch=1, heads=1, seq_len=32, head_dim=16,
-                                         causal=False, dtype=torch.float32, device=CPU)
-        assert row["status"] == "unsupported", f"memory-efficient SDPA has no CPU kernel; row: {row}"
-        assert row["reason"], "an unsupported row must say why"
+        row, _ = bench.measure_attention("sdpa-efficient", shape, settings)
+        assert row.status == "unsupported", f"memory-efficient SDPA has no CPU kernel; row: {row}"
+        assert row.reason, "an unsupported row must say why"
 
 
 def _raising_method(monkeypatch, name, exc, from_len=0):
@@ -201,44 +255,52 @@ def _raising_method(monkeypatch, name, exc, from_len=0):
 
 def test_out_of_memory_is_recorded_as_a_row(monkeypatch):
     _raising_method(monkeypatch, "naive", torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 64 GiB"))
-    row, out = bench.measure_attention("naive", batch=1, heads=1, seq_len=32, head_dim=8, causal=False,
-                                       dtype=torch.float32, device=CPU)
-    assert row["status"] == "oom" and out is None, f"an out-of-memory error must become status 'oom': {row}"
-    assert "out of memory" in row["reason"]
-    assert row["time_ms"] is None and row["peak_mem_mib"] is None
+    row, out = bench.measure_attention(
+        "naive", bench.AttentionShape(1, 1, 32, 8), bench.MeasureSettings(CPU, torch.float32)
+    )
+    assert row.status == "oom" and out is None, f"an out-of-memory error must become status 'oom': {row}"
+    assert "out of memory" in row.reason
+    assert row.time_ms is None and row.peak_mem_mib is None
 
 
 def test_other_failures_are_recorded_as_errors(monkeypatch):
     _raising_method(monkeypatch, "naive", ZeroDivisionError("kernel exploded"))
-    row, _ = bench.measure_attention("naive", batch=1, heads=1, seq_len=32, head_dim=8, causal=False,
-                                     dtype=torch.float32, device=CPU)
-    assert row["status"] == "error" and "kernel exploded" in row["reason"], row
+    row, _ = bench.measure_attention(
+        "naive", bench.AttentionShape(1, 1, 32, 8), bench.MeasureSettings(CPU, torch.float32)
+    )
+    assert row.status == "error" and "kernel exploded" in row.reason, row
 
 
 def test_memory_grid_stops_growing_once_naive_runs_out_of_memory(monkeypatch):
     _raising_method(monkeypatch, "naive", torch.OutOfMemoryError("out of memory"), from_len=64)
     grid = bench.AttentionGrid(
-        "memory", CPU, torch.float32,
-        [dict(batch=1, heads=1, seq_len=n, head_dim=8, causal=False) for n in (32, 64, 128, 256)],
-        methods=["naive", "sdpa-flash"], min_repeats=1, max_repeats=1, stop_when_oom="naive",
+        "memory",
+        [bench.AttentionShape(batch=1, heads=1, seq_len=n, head_dim=8) for n in (32, 64, 128, 256)],
+        bench.MeasureSettings(CPU, torch.float32, min_repeats=1, max_repeats=1),
+        methods=["naive", "sdpa-flash"],
+        stop_when_oom="naive",
     )
     results = bench.run_grid(grid, progress=None)
-    seen = sorted({r["seq_len"] for r in results["rows"]})
+    seen = sorted({r.seq_len for r in results.rows})
     assert seen == [32, 64], f"the grid should stop after the first n where naive runs out of memory; ran {seen}"
-    statuses = {(r["method"], r["seq_len"]): r["status"] for r in results["rows"]}
+    statuses = {(r.method, r.seq_len): r.status for r in results.rows}
     assert statuses[("naive", 64)] == "oom" and statuses[("sdpa-flash", 64)] == "ok", statuses
 
 
 def test_grid_skips_a_method_predicted_to_exceed_its_budget():
     grid = bench.AttentionGrid(
-        "cpu", CPU, torch.float32,
-        [dict(batch=1, heads=2, seq_len=n, head_dim=16, causal=False) for n in (32, 2048)],
-        methods=["naive", "flash-pytorch"], min_repeats=1, max_repeats=1, method_budget_s=1e-6, block=16,
+        "cpu",
+        [bench.AttentionShape(batch=1, heads=2, seq_len=n, head_dim=16) for n in (32, 2048)],
+        bench.MeasureSettings(CPU, torch.float32, min_repeats=1, max_repeats=1, block=16),
+        methods=["naive", "flash-pytorch"],
+        method_budget_s=1e-6,
     )
     results = bench.run_grid(grid, progress=None)
-    large = [r for r in results["rows"] if r["seq_len"] == 2048]
-    assert all(r["status"] == "skipped" and "predicted" in r["reason"] for r in large), large
-    assert REQUIRED_META_FIELDS <= set(results["meta"]), f"meta lacks {REQUIRED_META_FIELDS - set(results['meta'])}"
+    large = [r for r in results.rows if r.seq_len == 2048]
+    assert all(r.status == "skipped" and "predicted" in r.reason for r in large), large
+    assert REQUIRED_META_FIELDS <= set(results.meta), f"meta lacks {REQUIRED_META_FIELDS - set(results.meta)}"
+    with pytest.raises(ValueError, match="unknown method"):
+        bench.AttentionGrid("cpu", [], bench.MeasureSettings(CPU, torch.float32), methods=["naive", "fastest"])
 
 
 def test_cli_quick_writes_json_markdown_and_png(tmp_path, capsys):
@@ -248,15 +310,16 @@ def test_cli_quick_writes_json_markdown_and_png(tmp_path, capsys):
     assert len(folders) == 1 and folders[0].name.startswith("cpu-"), f"expected one cpu-<name> folder: {folders}"
     folder = folders[0]
     results = bench.load_results(folder / "cpu.json")
-    assert REQUIRED_META_FIELDS <= set(results["meta"])
-    methods = {r["method"] for r in results["rows"]}
+    assert REQUIRED_META_FIELDS <= set(results.meta)
+    methods = {r.method for r in results.rows}
     assert methods == set(bench.METHODS), f"every method needs a row, even unsupported ones: {methods}"
-    ok = [r for r in results["rows"] if r["status"] == "ok"]
-    assert {"naive", "sdpa-math", "sdpa-flash", "flash-pytorch"} <= {r["method"] for r in ok}
-    for r in ok:
-        assert REQUIRED_ROW_FIELDS <= set(r)
-        if r["max_abs_diff"] is not None:
-            assert r["max_abs_diff"] < 1e-4, f"{r['method']} disagrees with {r['diff_vs']}: {r['max_abs_diff']}"
+    ok = [r for r in results.rows if r.ok]
+    assert {"naive", "sdpa-math", "sdpa-flash", "flash-pytorch"} <= {r.method for r in ok}
+    stored_rows = json.loads((folder / "cpu.json").read_text())["rows"]
+    for r, stored in zip(results.rows, stored_rows):
+        assert REQUIRED_ROW_FIELDS <= set(stored), f"the json row lacks {REQUIRED_ROW_FIELDS - set(stored)}"
+        if r.max_abs_diff is not None:
+            assert r.max_abs_diff < 1e-4, f"{r.method} disagrees with {r.diff_vs}: {r.max_abs_diff}"
     markdown = (folder / "cpu.md").read_text()
     assert "| method |" in markdown and "flash-pytorch" in markdown, "the Markdown table is missing"
     png = (folder / "cpu.png").read_bytes()
@@ -278,17 +341,19 @@ def test_cli_refuses_gpu_grid_without_gpu_and_bad_arguments(tmp_path, capsys):
 
 def test_decode_benchmark_quick_kv_cache_matches_and_is_recorded(tmp_path):
     results = bench.run_decode_benchmark(CPU, quick=True, progress=None)
-    modes = {r["mode"] for r in results["rows"]}
+    modes = {r.mode for r in results.rows}
     assert modes == {"no-cache", "kv-cache"}, modes
-    counts = sorted({r["tokens"] for r in results["rows"]})
+    counts = sorted({r.tokens for r in results.rows})
     assert counts == [2, 4, 8], f"checkpoints at powers of two up to 8 new tokens, got {counts}"
-    for r in results["rows"]:
-        assert r["seconds"] > 0 and r["tokens_per_s"] == pytest.approx(r["tokens"] / r["seconds"])
-    summary = results["summary"][0]
+    for r in results.rows:
+        assert r.seconds > 0 and r.tokens_per_s == pytest.approx(r.tokens / r.seconds)
+        assert (r.speedup is not None) == (r.mode == "kv-cache"), "the cache's speed-up sits on its own rows"
+    summary = results.summary[0]
     assert summary["tokens_identical"], "greedy decoding with and without the cache must produce the same tokens (fp32)"
     assert summary["speedup_kv_cache"] > 0
     paths = bench.save_results(results, tmp_path, plot=False)
     assert "KV cache speed-up" in paths["md"].read_text()
+    assert bench.load_results(paths["json"]) == results, "a decode table reads back as it was written"
 
 
 def test_load_results_explains_missing_and_broken_files(tmp_path):
@@ -302,13 +367,22 @@ def test_load_results_explains_missing_and_broken_files(tmp_path):
     other.write_text(json.dumps({"grid": "cpu"}))
     with pytest.raises(ValueError, match="lacks"):
         bench.load_results(other)
+    row_missing = tmp_path / "row.json"
+    row_missing.write_text(json.dumps({"grid": "cpu", "kind": "attention", "meta": {}, "rows": [{"method": "naive"}]}))
+    with pytest.raises(ValueError, match="row.json is not a benchmark results file.*lacks a field"):
+        bench.load_results(row_missing)
 
 
 def test_plot_results_panels_and_bad_metric():
     grid = bench.AttentionGrid(
-        "cpu", CPU, torch.float32,
-        [dict(batch=1, heads=1, seq_len=n, head_dim=8, causal=c) for c in (False, True) for n in (16, 32)],
-        methods=["naive", "sdpa-math"], min_repeats=1, max_repeats=1,
+        "cpu",
+        [
+            bench.AttentionShape(batch=1, heads=1, seq_len=n, head_dim=8, causal=c)
+            for c in (False, True)
+            for n in (16, 32)
+        ],
+        bench.MeasureSettings(CPU, torch.float32, min_repeats=1, max_repeats=1),
+        methods=["naive", "sdpa-math"],
     )
     results = bench.run_grid(grid, progress=None)
     fig = bench.plot_results(results)
@@ -321,10 +395,10 @@ def test_stored_cpu_results_are_complete():
     stored = [p for p in bench.available_results() if p.name == "cpu.json"]
     assert stored, "benchmarks/<cpu>/cpu.json is missing: run `python -m course_utils.bench --grid cpu`"
     results = bench.load_results(stored[0])
-    lengths = sorted({r["seq_len"] for r in results["rows"]})
+    lengths = sorted({r.seq_len for r in results.rows})
     assert lengths == [256, 512, 1024, 2048, 4096], f"the stored cpu grid covers n={lengths}"
     for method in ("naive", "sdpa-math", "sdpa-flash"):
-        row = next(r for r in results["rows"] if r["method"] == method and r["seq_len"] == 4096)
-        assert row["status"] == "ok" and row["time_ms"] > 0 and row["peak_mem_mib"] > 0, row
+        row = next(r for r in results.rows if r.method == method and r.seq_len == 4096)
+        assert row.ok and row.time_ms > 0 and row.peak_mem_mib > 0, row
     for suffix in (".md", ".png"):
         assert stored[0].with_suffix(suffix).exists(), f"{stored[0].with_suffix(suffix)} is missing"

@@ -1,4 +1,5 @@
 """Tests for course_utils.data: the date task, the small language, MLM masking, digits, toy tasks."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,7 +16,7 @@ import pytest
 import torch
 
 from course_utils import data
-from course_utils.data import BOS_ID, EOS_ID, MASK_ID, NUM_SPECIAL, PAD_ID, UNK_ID
+from course_utils.data import BOS_ID, EOS_ID, MASK_ID, NUM_SPECIAL, PAD_ID, UNK_ID, dates, grammar, images
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +27,7 @@ def date_task():
 # --------------------------------------------------------------------------------------------
 # Tokenizers
 # --------------------------------------------------------------------------------------------
+
 
 def test_special_ids_are_fixed():
     assert (PAD_ID, BOS_ID, EOS_ID, UNK_ID, MASK_ID) == (0, 1, 2, 3, 4), "the special ids are part of the course's API"
@@ -76,11 +78,26 @@ def test_trim_padding_and_lengths():
 # Dates
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("day, expected", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"),
-                                           (12, "12th"), (13, "13th"), (21, "21st"), (22, "22nd"),
-                                           (23, "23rd"), (30, "30th"), (31, "31st")])
+
+@pytest.mark.parametrize(
+    "day, expected",
+    [
+        (1, "1st"),
+        (2, "2nd"),
+        (3, "3rd"),
+        (4, "4th"),
+        (11, "11th"),
+        (12, "12th"),
+        (13, "13th"),
+        (21, "21st"),
+        (22, "22nd"),
+        (23, "23rd"),
+        (30, "30th"),
+        (31, "31st"),
+    ],
+)
 def test_ordinals(day, expected):
-    assert data._ordinal(day) == expected
+    assert dates._ordinal(day) == expected
 
 
 def test_formats_on_a_known_date():
@@ -173,6 +190,7 @@ def test_exact_match():
 # The small language
 # --------------------------------------------------------------------------------------------
 
+
 def test_generated_sentences_are_grammatical():
     rng = random.Random(0)
     sentences = [data.generate_sentence(rng) for _ in range(500)]
@@ -180,23 +198,29 @@ def test_generated_sentences_are_grammatical():
     assert any(" that " in s for s in sentences), "relative clauses should occur"
 
 
-@pytest.mark.parametrize("sentence", [
-    "the dog that the cats chase sleep .",      # main verb must agree with "dog", not "cats"
-    "the dogs sleeps .",                        # plain agreement
-    "a dogs sleep .",                           # determiner-noun agreement
-    "the dog sleeps",                           # missing full stop
-    "the dog that chase the cat runs .",        # subject relative: "chase" must agree with "dog"
-    "sleeps the dog .",                         # word order
-])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "the dog that the cats chase sleep .",  # main verb must agree with "dog", not "cats"
+        "the dogs sleeps .",  # plain agreement
+        "a dogs sleep .",  # determiner-noun agreement
+        "the dog sleeps",  # missing full stop
+        "the dog that chase the cat runs .",  # subject relative: "chase" must agree with "dog"
+        "sleeps the dog .",  # word order
+    ],
+)
 def test_recogniser_rejects_ungrammatical_sentences(sentence):
     assert not data.is_grammatical(sentence), f"{sentence!r} should be rejected"
 
 
-@pytest.mark.parametrize("sentence", [
-    "the dog that the cats chase sleeps .",
-    "some old dogs that chase a cat run in the park .",
-    "every girl that the boys that the teacher helps like smiles today .",
-])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "the dog that the cats chase sleeps .",
+        "some old dogs that chase a cat run in the park .",
+        "every girl that the boys that the teacher helps like smiles today .",
+    ],
+)
 def test_recogniser_accepts_grammatical_sentences(sentence):
     assert data.is_grammatical(sentence), f"{sentence!r} should be accepted"
 
@@ -223,6 +247,7 @@ def test_causal_lm_pairs_shift_and_ignore_padding():
 # --------------------------------------------------------------------------------------------
 # MLM masking
 # --------------------------------------------------------------------------------------------
+
 
 def _binomial_ok(count: int, n: int, p: float, sigmas: float = 5.0) -> bool:
     return abs(count / n - p) <= sigmas * math.sqrt(p * (1 - p) / n)
@@ -273,16 +298,65 @@ def test_mask_tokens_is_reproducible_with_a_generator():
         data.mask_tokens(tokens, tokenizer, prob=1.5)
 
 
+def test_mask_tokens_replacement_rates_are_parameters():
+    tokenizer = data.WordTokenizer(data.LM_WORDS)
+    tokens = torch.randint(NUM_SPECIAL, tokenizer.vocab_size, (400, 64), generator=torch.Generator().manual_seed(2))
+    inputs, labels = data.mask_tokens(
+        tokens,
+        tokenizer,
+        prob=1.0,
+        rng=torch.Generator().manual_seed(3),
+        mask_replace_prob=0.5,
+        random_replace_prob=0.0,
+    )
+    n = labels.numel()
+    assert _binomial_ok(int((inputs == MASK_ID).sum()), n, 0.5), "half of the chosen tokens should become <mask>"
+    assert torch.equal(inputs[inputs != MASK_ID], tokens[inputs != MASK_ID]), "no random replacement at rate 0"
+    default = data.mask_tokens(tokens, tokenizer, rng=torch.Generator().manual_seed(4))
+    explicit = data.mask_tokens(
+        tokens, tokenizer, rng=torch.Generator().manual_seed(4), mask_replace_prob=0.8, random_replace_prob=0.1
+    )
+    assert all(torch.equal(a, b) for a, b in zip(default, explicit)), "the defaults are BERT's 80/10/10"
+    with pytest.raises(ValueError, match="add up to at most 1"):
+        data.mask_tokens(tokens, tokenizer, mask_replace_prob=0.8, random_replace_prob=0.3)
+
+
+def test_agreement_probes_separate_right_and_wrong_verbs_by_the_grammar():
+    tokenizer = data.WordTokenizer(data.LM_WORDS)
+    probes = data.agreement_probes(tokenizer)
+    kinds = [p.kind for p in probes]
+    assert (kinds.count("no clause"), kinds.count("object relative"), kinds.count("subject relative")) == (20, 360, 360)
+    for kind in ("object relative", "subject relative"):
+        attractors = [p.attractor for p in probes if p.kind == kind]
+        assert attractors.count("same number") == attractors.count("other number") == 180, "both numbers, equally"
+    for probe in probes:
+        assert probe.prefix.startswith(f"the {probe.subject}") and probe.right and len(probe.right) == len(probe.wrong)
+        assert not set(probe.right) & set(probe.wrong)
+        for right, wrong in zip(probe.right, probe.wrong):
+            assert data.is_grammatical(f"{probe.prefix} {tokenizer.itos[right]} .")
+            assert not data.is_grammatical(f"{probe.prefix} {tokenizer.itos[wrong]} .")
+    attracted = next(p for p in probes if p.prefix == "the dog that chases the cats")
+    assert tokenizer.itos[attracted.right[0]] == "sleeps", "a subject relative's verb agrees with the head noun"
+    assert attracted.attractor == "other number"
+    # No shortcut through the last word: over the clause probes, its number tells nothing about the subject's.
+    clause = [p for p in probes if p.kind != "no clause"]
+    last_plural = [p.prefix.split()[-1] in {n[1] for n in grammar._NOUNS} | {"chase"} for p in clause]
+    subject_plural = [p.subject in {n[1] for n in grammar._NOUNS} for p in clause]
+    agree = sum(a == b for a, b in zip(last_plural, subject_plural))
+    assert agree == len(clause) // 2, "the last word's number should match the subject's in exactly half of them"
+
+
 # --------------------------------------------------------------------------------------------
 # Digits and CIFAR-10
 # --------------------------------------------------------------------------------------------
 
+
 def test_digits_are_read_completely():
-    images, labels = data._read_digits()
-    assert images.shape == (1797, 8, 8) and labels.shape == (1797,)
+    pixels, labels = images._read_digits()
+    assert pixels.shape == (1797, 8, 8) and labels.shape == (1797,)
     # The class sizes of scikit-learn's digits, as documented for sklearn.datasets.load_digits.
     assert np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
-    assert images.min() == 0 and images.max() == 16 and (images == images.round()).all(), "pixels are integers 0..16"
+    assert pixels.min() == 0 and pixels.max() == 16 and (pixels == pixels.round()).all(), "pixels are integers 0..16"
 
 
 def test_digits_split_is_stratified_and_deterministic():
@@ -341,12 +415,12 @@ def test_cifar10_download_reads_the_archive_offline(tmp_path, monkeypatch):
     """The download, checksum and parsing path, with the network replaced by a local file."""
     source = tmp_path / "served.tar.gz"
     _fake_cifar_archive(source)
-    monkeypatch.setattr(data, "CIFAR10_MD5", hashlib.md5(source.read_bytes()).hexdigest())
+    monkeypatch.setattr(images, "CIFAR10_MD5", hashlib.md5(source.read_bytes()).hexdigest())
 
     class Response(io.BytesIO):  # what urlopen returns: a readable body with headers
         headers = {"Content-Length": str(source.stat().st_size)}
 
-    monkeypatch.setattr(data.urllib.request, "urlopen", lambda url, timeout: Response(source.read_bytes()))
+    monkeypatch.setattr(images.urllib.request, "urlopen", lambda url, timeout: Response(source.read_bytes()))
     root = tmp_path / "data"
     x, y = data.load_cifar10(root, download=True)
     assert x.shape == (10, 3, 32, 32) and x.dtype == torch.float32, "5 training batches of 2 images"
@@ -360,7 +434,7 @@ def test_cifar10_offline_download_fails_clearly(tmp_path, monkeypatch):
     def unreachable(url, timeout):
         raise urllib.error.URLError("Name or service not known")
 
-    monkeypatch.setattr(data.urllib.request, "urlopen", unreachable)
+    monkeypatch.setattr(images.urllib.request, "urlopen", unreachable)
     with pytest.raises(RuntimeError, match="could not download CIFAR-10"):
         data.load_cifar10(tmp_path, download=True)
     assert list(tmp_path.iterdir()) == [], "a failed download must not leave a partial file behind"
@@ -369,6 +443,7 @@ def test_cifar10_offline_download_fails_clearly(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------------------------
 # Toy sequence tasks
 # --------------------------------------------------------------------------------------------
+
 
 def test_copy_and_reverse_tasks():
     copy = data.copy_task(n=20, length=6, vocab=8, seed=0)
@@ -381,3 +456,43 @@ def test_copy_and_reverse_tasks():
     assert copy.src.min() >= NUM_SPECIAL and copy.src.max() < NUM_SPECIAL + 8
     with pytest.raises(ValueError, match="must be positive"):
         data.copy_task(n=0, length=3)
+
+
+def test_occurs_in_finds_rows_of_the_reference():
+    rows = torch.tensor([[5, 6, 7], [7, 6, 5], [5, 6, 7], [8, 8, 8]])
+    reference = torch.tensor([[8, 8, 8], [5, 6, 7]])
+    assert data.occurs_in(rows, reference).tolist() == [True, False, True, True]
+    assert not data.occurs_in(rows, torch.empty(0, 3, dtype=torch.long)).any()
+    with pytest.raises(ValueError, match="length 3 cannot occur among rows of length 2"):
+        data.occurs_in(rows, torch.tensor([[5, 6]]))
+    with pytest.raises(ValueError, match="2-D"):
+        data.occurs_in(rows[0], reference)
+
+
+def test_copy_task_exclude_keeps_test_sequences_out_of_training():
+    # The chapter 01 split: 2,400 training and 500 test sequences of 4 symbols out of 10 (10,000 possible).
+    train = data.copy_task(n=2400, length=4, vocab=10, seed=4)
+    drawn_freely = data.copy_task(n=500, length=4, vocab=10, seed=1004)
+    shared = data.occurs_in(drawn_freely.src, train.src).float().mean().item()
+    assert 0.1 < shared < 0.35, f"about 1 - (1 - 1/10^4)^2400 = 21% should repeat without exclude, got {shared:.0%}"
+    test = data.copy_task(n=500, length=4, vocab=10, seed=1004, exclude=train)
+    assert not data.occurs_in(test.src, train.src).any(), "no test sequence may occur in training"
+    assert test.src.shape == (500, 4) and torch.equal(test.tgt_out[:, :-1], test.src)
+    kept = ~data.occurs_in(drawn_freely.src, train.src)
+    assert torch.equal(test.src[kept], drawn_freely.src[kept]), "only the clashing rows are redrawn"
+    again = data.copy_task(n=500, length=4, vocab=10, seed=1004, exclude=train.src)  # a tensor works too
+    assert torch.equal(again.src, test.src), "exclude keeps the draw deterministic"
+    reverse = data.reverse_task(n=500, length=4, vocab=10, seed=1004, exclude=train)
+    assert not data.occurs_in(reverse.src, train.src).any()
+
+
+def test_copy_task_exclude_rejects_impossible_or_mismatched_requests():
+    everything = torch.tensor([[a, b] for a in (5, 6) for b in (5, 6)])  # all 4 sequences of 2 symbols
+    with pytest.raises(ValueError, match="holds all 4 sequences"):
+        data.copy_task(n=3, length=2, vocab=2, exclude=everything)
+    one_left = data.copy_task(n=20, length=2, vocab=2, seed=0, exclude=everything[:3])
+    assert (one_left.src == everything[3]).all(), "with one sequence left, every draw must be that one"
+    with pytest.raises(ValueError, match="length 3, the task draws length 2"):
+        data.copy_task(n=3, length=2, vocab=2, exclude=torch.zeros(4, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="SequenceTask or a \\(M, length\\) tensor"):
+        data.copy_task(n=3, length=2, vocab=2, exclude=[[5, 6]])

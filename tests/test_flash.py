@@ -3,6 +3,7 @@
 The oracle is attention with the n x n matrix materialised (course_utils.bench.naive_attention) and
 PyTorch's own F.scaled_dot_product_attention.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,9 +18,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from course_utils import flash_triton
 from course_utils.bench import naive_attention, peak_memory
 from course_utils.flash import flash_attention, online_softmax_steps
-from course_utils import flash_triton
 
 REPO = Path(__file__).resolve().parent.parent
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -54,7 +55,9 @@ def test_flash_equals_naive_attention_fp32(lead, n_q, n_k, d, d_v, block_q, bloc
     reference = naive_attention(q, k, v, causal=causal)
     assert out.shape == reference.shape, f"output shape {tuple(out.shape)}, expected {tuple(reference.shape)}"
     err = (out - reference).abs().max().item()
-    assert err < 1e-5, f"flash attention differs from naive attention by {err:.2e} (causal={causal}, T_q={n_q}, T_k={n_k})"
+    assert err < 1e-5, (
+        f"flash attention differs from naive attention by {err:.2e} (causal={causal}, T_q={n_q}, T_k={n_k})"
+    )
     torch_ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     err_torch = (out - torch_ref).abs().max().item()
     assert err_torch < 1e-5, f"flash attention differs from F.scaled_dot_product_attention by {err_torch:.2e}"
@@ -158,6 +161,7 @@ def test_online_softmax_steps_with_masked_block_and_bad_input():
 # Triton kernel
 # --------------------------------------------------------------------------------------------
 
+
 def test_triton_module_imports_and_explains_when_it_cannot_run():
     q = torch.randn(1, 8, 16)
     if flash_triton.triton_available():
@@ -201,12 +205,18 @@ _INTERPRETER_CHECK = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install triton); the interpreter test needs it")
+@pytest.mark.skipif(
+    not HAS_TRITON, reason="triton is not installed (pip install triton); the interpreter test needs it"
+)
 def test_triton_kernel_in_the_cpu_interpreter_equals_naive_attention():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.run([sys.executable, "-c", _INTERPRETER_CHECK], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=240)
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERPRETER_CHECK], cwd=REPO, env=env, capture_output=True, text=True, timeout=240
+    )
     assert proc.returncode == 0 and "TRITON-INTERPRETER-OK" in proc.stdout, (
         f"the Triton kernel failed under TRITON_INTERPRET=1:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     )

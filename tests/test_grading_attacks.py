@@ -3,8 +3,10 @@
 Each attack folder says what the submission does (attack.json) and what grading must give: the score
 the honest part of the work deserves at most, the findings or runtime reports that must flag it, what
 its outputs must (not) show, which files must not appear. An honest control submission is graded in
-the same run and must come out untouched. The outcomes are written to tests/attack_table.md.
+the same run and must come out untouched. The outcomes are written to build/grading/attack_table.md
+(generated, not tracked); `course attack-table --write-readme` copies a complete run's table into the README.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,30 +14,37 @@ import shutil
 from pathlib import Path
 
 import pytest
+from grading_support import fixtures
 
-from course_utils.grading import fixtures, notebooks, pipeline
-from course_utils.grading.autograde import grade, sandbox_processes
+from course_utils.grading import attack_table, notebooks, pipeline
+from course_utils.grading.autograde import grade
 from course_utils.grading.layout import CourseLayout
+from course_utils.grading.session import sandbox_processes
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPOSITORY / "tests" / "submissions"
 ASSIGNMENT = "ex1_manual_attention"
 ATTACKS = fixtures.discover_attacks(SUBMISSIONS)
-TABLE = REPOSITORY / "tests" / "attack_table.md"
+TABLE = attack_table.BUILD_TABLE
 CELL_TIMEOUT_S = 10
 OUTCOMES: dict[str, dict] = {}
 
 pytestmark = pytest.mark.slow
 
 
+ATTACKED = sorted({attack.assignment_id(ASSIGNMENT) for attack in ATTACKS} | {ASSIGNMENT})
+
+
 @pytest.fixture(scope="module")
 def attack_course(tmp_path_factory) -> CourseLayout:
     root = tmp_path_factory.mktemp("attacked-course")
-    shutil.copytree(REPOSITORY / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
+    for assignment_id in ATTACKED:
+        shutil.copytree(REPOSITORY / "solutions" / assignment_id, root / "solutions" / assignment_id)
     shutil.copy(REPOSITORY / "nbgrader_config.py", root)
     layout = CourseLayout.from_directory(root, exchange=root / "exchange")
     pipeline.generate_release(layout)
-    pipeline.release_assignment(layout, ASSIGNMENT)  # the exchange exists, as during a real course
+    for assignment_id in ATTACKED:
+        pipeline.release_assignment(layout, assignment_id)  # the exchange exists, as during a real course
     return layout
 
 
@@ -46,8 +55,8 @@ def attack_run(attack_course):
     control = notebooks.fill_in(release, fixtures.model_answers(assignment))
     fixtures.place_submission(attack_course, "control", assignment, fixtures.notebook_files(assignment, control))
     for attack in ATTACKS:
-        fixtures.place_submission(attack_course, f"attack-{attack.name}", assignment,
-                                  attack.files(attack_course, assignment, SUBMISSIONS))
+        target = attack_course.assignment(attack.assignment_id(ASSIGNMENT))
+        attack.place(attack_course, target, SUBMISSIONS, f"attack-{attack.name}")
     run = grade(attack_course, workers=2, cell_timeout=CELL_TIMEOUT_S, feedback=False, log=print)
     yield run
     if len(OUTCOMES) == len(ATTACKS):
@@ -60,9 +69,9 @@ def _row(run, student):
     return rows[0]
 
 
-def _outputs(layout: CourseLayout, student: str) -> str:
+def _outputs(layout: CourseLayout, student: str, assignment_id: str = ASSIGNMENT) -> str:
     texts = []
-    for path in (layout.autograded_dir / student / ASSIGNMENT).glob("*.ipynb"):
+    for path in (layout.autograded_dir / student / assignment_id).glob("*.ipynb"):
         for cell in notebooks.load_json(path)["cells"]:
             for output in cell.get("outputs", []):
                 texts.append(notebooks.source_text({"source": output.get("text", "")}))
@@ -82,7 +91,9 @@ def evaluate(attack, record, layout: CourseLayout) -> dict:
     bound, exact = expect.get("max_auto_score"), expect.get("auto_score")
     defended = (bound is None or record.auto_score <= bound) and (exact is None or record.auto_score == exact)
     if not defended:
-        problems.append(f"auto score {record.auto_score} (expected {'= ' + str(exact) if exact is not None else '<= ' + str(bound)})")
+        problems.append(
+            f"auto score {record.auto_score} (expected {'= ' + str(exact) if exact is not None else '<= ' + str(bound)})"
+        )
     if "max_score" in expect and record.max_score != expect["max_score"]:
         problems.append(f"max score {record.max_score}, expected {expect['max_score']}")
     for code in expect.get("findings", []) + expect.get("flags", []):
@@ -96,7 +107,11 @@ def evaluate(attack, record, layout: CourseLayout) -> dict:
     for fragment in expect.get("reasons", []):
         if fragment not in reasons:
             problems.append(f"no reason mentions {fragment!r}")
-    outputs = _outputs(layout, record.student) if ("outputs_contain" in expect or "outputs_lack" in expect) else ""
+    outputs = (
+        _outputs(layout, record.student, record.assignment)
+        if ("outputs_contain" in expect or "outputs_lack" in expect)
+        else ""
+    )
     for fragment in expect.get("outputs_contain", []):
         if fragment not in outputs:
             problems.append(f"outputs lack {fragment!r}")
@@ -110,35 +125,55 @@ def evaluate(attack, record, layout: CourseLayout) -> dict:
         if os.path.exists(path):
             problems.append(f"{path} was created")
     if "max_notebook_mb" in expect:
-        sizes = [path.stat().st_size for path in (layout.autograded_dir / record.student / ASSIGNMENT).glob("*.ipynb")]
+        sizes = [
+            path.stat().st_size for path in (layout.autograded_dir / record.student / record.assignment).glob("*.ipynb")
+        ]
         if not sizes or max(sizes) > expect["max_notebook_mb"] * (1 << 20):
             problems.append(f"autograded notebook size {sizes} bytes exceeds {expect['max_notebook_mb']} MB")
     flagged = record.needs_review
-    verdict = ("defended and flagged" if defended and flagged else "defended" if defended
-               else "flagged" if flagged else "NOT DEFENDED")
+    verdict = (
+        "defended and flagged"
+        if defended and flagged
+        else "defended"
+        if defended
+        else "flagged"
+        if flagged
+        else "NOT DEFENDED"
+    )
     # For the table: what the grader did at run time first, then what the preflight found.
-    runtime = [reason for reason in record.reasons if not reason.startswith("[")]
+    # The temporary course's path differs from run to run: the table shows it as <course>.
+    runtime = [reason.replace(str(layout.root), "<course>") for reason in record.reasons if not reason.startswith("[")]
     found = sorted({finding["code"] for finding in record.findings if finding["severity"] != "info"})
-    return {"verdict": verdict, "problems": problems, "score": f"{record.auto_score:g}/{record.auto_max:g}",
-            "status": record.status, "runtime": runtime, "found": found}
+    return {
+        "verdict": verdict,
+        "problems": problems,
+        "score": f"{record.auto_score:g}/{record.auto_max:g}",
+        "status": record.status,
+        "runtime": runtime,
+        "found": found,
+    }
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[attack.name for attack in ATTACKS])
 def test_attack_earns_nothing_it_did_not_earn_and_is_reported(attack_run, attack_course, attack):
     record = _row(attack_run, f"attack-{attack.name}")
     outcome = evaluate(attack, record, attack_course)
-    OUTCOMES[attack.name] = outcome
+    OUTCOMES[attack.name] = dict(
+        outcome, name=attack.name, threat=attack.threat, description=attack.spec["description"]
+    )
     assert outcome["verdict"] != "NOT DEFENDED", f"{attack.name}: {outcome}"
     assert not outcome["problems"], (
         f"attack {attack.name} ({attack.threat}): {'; '.join(outcome['problems'])}. "
-        f"Reasons: {record.reasons}. Log: {record.log}")
+        f"Reasons: {record.reasons}. Log: {record.log}"
+    )
 
 
 def test_honest_control_is_graded_normally_next_to_the_attacks(attack_run):
     control = _row(attack_run, "control")
     assert control.status == "graded" and control.auto_score == control.auto_max == 16, (
         f"the honest submission graded next to the attacks was affected: {control.auto_score}/{control.auto_max}, "
-        f"reasons {control.reasons}")
+        f"reasons {control.reasons}"
+    )
     assert not control.needs_review, f"the honest submission was flagged: {control.reasons}"
 
 
@@ -171,18 +206,11 @@ def test_no_kernel_process_survives_the_run(attack_run):
 
 
 def _write_table(run) -> None:
-    lines = ["| attack | what the submission does | outcome | verdict |", "|---|---|---|---|"]
-    for attack in ATTACKS:
-        outcome = OUTCOMES[attack.name]
-        result = f"{outcome['status']}, auto score {outcome['score']}"
-        if outcome["runtime"]:
-            result += "; " + "; ".join(reason[:140] for reason in outcome["runtime"][:2])
-        if outcome["found"]:
-            result += "; found: " + ", ".join(outcome["found"])
-        lines.append(f"| {attack.threat} | {attack.spec['description']} | {result.replace('|', '/')} | {outcome['verdict']} |")
-    header = ["# Attacks on the grader", "",
-              f"Generated by `pytest tests/test_grading_attacks.py` ({len(ATTACKS)} attacks, graded together with an honest",
-              f"control submission, {run.workers} workers, {CELL_TIMEOUT_S} s per cell). Sandbox: {run.sandbox}.", "",
-              "*defended*: the submission got no point beyond what its honest part earns; *flagged*: it is on the",
-              "instructor's review list with the reason shown.", ""]
-    TABLE.write_text("\n".join(header + lines) + "\n", encoding="utf-8")
+    text = attack_table.render(
+        [OUTCOMES[attack.name] for attack in ATTACKS],
+        workers=run.workers,
+        cell_timeout_s=CELL_TIMEOUT_S,
+        sandbox=run.sandbox,
+    )
+    TABLE.parent.mkdir(parents=True, exist_ok=True)
+    TABLE.write_text(text, encoding="utf-8")

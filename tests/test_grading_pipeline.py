@@ -12,6 +12,7 @@ submission below is graded in a single `grade` run with two workers, then each t
   one types the model solution into the fetched release, the other hands it in untouched;
 - re-running is idempotent; manual grades survive a forced re-autograde.
 """
+
 from __future__ import annotations
 
 import csv
@@ -20,8 +21,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from grading_support import fixtures
 
-from course_utils.grading import fixtures, notebooks, pipeline
+from course_utils.grading import notebooks, pipeline
 from course_utils.grading.autograde import grade
 from course_utils.grading.layout import CourseLayout, discover_assignments
 
@@ -30,11 +32,15 @@ SUBMISSIONS = REPOSITORY / "tests" / "submissions"
 # COURSE_GRADING_ASSIGNMENTS=ex1_manual_attention,ex3_positional_encoding limits a run to some assignments
 # (while writing one); by default every assignment in solutions/ is covered.
 ONLY = [name for name in os.environ.get("COURSE_GRADING_ASSIGNMENTS", "").split(",") if name]
-ASSIGNMENTS = [assignment for assignment in discover_assignments(REPOSITORY / "solutions")
-               if not ONLY or assignment.id in ONLY]
+ASSIGNMENTS = [
+    assignment for assignment in discover_assignments(REPOSITORY / "solutions") if not ONLY or assignment.id in ONLY
+]
 ASSIGNMENT_IDS = [assignment.id for assignment in ASSIGNMENTS]
-FIXTURES = [(assignment.id, fixture) for assignment in ASSIGNMENTS
-            for fixture in fixtures.discover_fixtures(SUBMISSIONS, assignment.id)]
+FIXTURES = [
+    (assignment.id, fixture)
+    for assignment in ASSIGNMENTS
+    for fixture in fixtures.discover_fixtures(SUBMISSIONS, assignment.id)
+]
 CYCLE_ASSIGNMENT = ASSIGNMENT_IDS[0] if ASSIGNMENT_IDS else None
 
 pytestmark = pytest.mark.slow
@@ -47,8 +53,10 @@ def _row(run, student: str, assignment_id: str):
 
 
 def _explain(record) -> str:
-    return (f"{record.student}/{record.assignment}: status {record.status}, auto {record.auto_score}/{record.auto_max}, "
-            f"failed {record.failed_cells}, reasons {record.reasons}, log {record.log}")
+    return (
+        f"{record.student}/{record.assignment}: status {record.status}, auto {record.auto_score}/{record.auto_max}, "
+        f"failed {record.failed_cells}, reasons {record.reasons}, log {record.log}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +130,8 @@ def test_release_has_no_solution_and_no_hidden_test(course, assignment_id):
             for number, line in enumerate(notebooks.source_text(cell).splitlines(), start=1):
                 assert line.strip() not in secret, (
                     f"release/{assignment_id}/{name}.ipynb, cell {notebooks.grade_id(cell) or cell.get('id')}, "
-                    f"line {number} gives away the solution or a hidden test: {line.strip()!r}")
+                    f"line {number} gives away the solution or a hidden test: {line.strip()!r}"
+                )
             assert not cell.get("outputs"), f"release/{assignment_id}/{name}.ipynb carries outputs"
         for grade_id, cell in notebooks.graded_cells(source).items():
             assert grade_id in release_cells, f"graded cell {grade_id} of the source is missing from the release"
@@ -136,8 +145,11 @@ def test_source_notebook_passes_all_its_tests_and_autogrades_to_full_marks(grade
     assert record.failed_cells == [], _explain(record)
     assert not record.needs_review, f"the model solution must not be flagged: {_explain(record)}"
     release = fixtures.release_notebook(course, course.assignment(assignment_id))
-    manual_points = sum(float(notebooks.nbgrader_meta(cell)["points"]) for cell in release["cells"]
-                        if notebooks.is_grade(cell) and not notebooks.is_autograded_test(cell))
+    manual_points = sum(
+        float(notebooks.nbgrader_meta(cell)["points"])
+        for cell in release["cells"]
+        if notebooks.is_grade(cell) and not notebooks.is_autograded_test(cell)
+    )
     assert record.manual_pending == manual_points, f"manual answers wait for the instructor: {_explain(record)}"
 
 
@@ -147,7 +159,8 @@ def test_untouched_release_fails_every_test_and_scores_zero(graded, assignment_i
     assert record.status == "graded", _explain(record)
     assert record.score == 0 and record.auto_score == 0, _explain(record)
     assert record.passed_cells == [] and record.failed_cells, (
-        f"every autograded test must fail on the untouched release: {_explain(record)}")
+        f"every autograded test must fail on the untouched release: {_explain(record)}"
+    )
 
 
 @pytest.mark.parametrize("assignment_id,fixture", FIXTURES, ids=[f"{a}-{f.name}" for a, f in FIXTURES])
@@ -191,7 +204,9 @@ def test_every_collected_submission_has_one_row(graded, course):
 def test_rerun_is_idempotent_and_skips_unchanged_work(graded, course):
     again = grade(course, workers=2, log=print)
     assert not any(record.executed for record in again.records), "unchanged submissions were executed again"
-    before = {(r.student, r.assignment): (r.status, r.score, r.auto_score, tuple(r.failed_cells)) for r in graded.records}
+    before = {
+        (r.student, r.assignment): (r.status, r.score, r.auto_score, tuple(r.failed_cells)) for r in graded.records
+    }
     after = {(r.student, r.assignment): (r.status, r.score, r.auto_score, tuple(r.failed_cells)) for r in again.records}
     assert after == before, "a second grading run changed the grades"
 
@@ -201,8 +216,11 @@ def test_manual_grade_survives_forced_regrade(graded, course):
 
     assignment = course.assignment(CYCLE_ASSIGNMENT)
     release = fixtures.release_notebook(course, assignment)
-    manual_cells = [notebooks.grade_id(cell) for cell in release["cells"]
-                    if notebooks.is_grade(cell) and not notebooks.is_autograded_test(cell)]
+    manual_cells = [
+        notebooks.grade_id(cell)
+        for cell in release["cells"]
+        if notebooks.is_grade(cell) and not notebooks.is_autograded_test(cell)
+    ]
     if not manual_cells:
         pytest.skip(f"{CYCLE_ASSIGNMENT} has no manually graded cell")
     with Gradebook(course.db_url, course.course_id) as gradebook:
@@ -216,3 +234,72 @@ def test_manual_grade_survives_forced_regrade(graded, course):
     with Gradebook(course.db_url, course.course_id) as gradebook:
         kept = gradebook.find_grade(manual_cells[0], assignment.main_notebook.stem, assignment.id, "ada").manual_score
     assert kept == 1.0, f"manual score after re-autograde: {kept}"
+
+
+def test_collect_leaves_links_and_fifos_in_the_exchange_and_grading_reports_them(graded, course):
+    """The exchange's inbound folder is writable by every learner: links placed there must not bring the
+    instructor's files into submitted/ (nbgrader's own collect copies through them)."""
+    assignment = course.assignment(CYCLE_ASSIGNMENT)
+    notebook = assignment.main_notebook
+    inbound = course.exchange_dir / course.course_id / "inbound"
+    stamp = "2030-01-01 00:00:00.000000 UTC"
+    whole = inbound / f"eve+{assignment.id}+{stamp}"
+    whole.symlink_to(assignment.source_dir, target_is_directory=True)  # the whole submission a link
+    inside = inbound / f"mallory+{assignment.id}+{stamp}"
+    inside.mkdir()
+    (inside / notebook.name).symlink_to(notebook)  # absolute link to the source
+    (inside / "timestamp.txt").write_text(stamp)
+    (inside / "solutions").symlink_to("../../../../solutions", target_is_directory=True)  # relative
+    os.mkfifo(inside / "notes.txt")
+    hard = inbound / f"trudy+{assignment.id}+{stamp}"
+    hard.mkdir()
+    os.link(notebook, hard / notebook.name)  # hard link to the source
+    left = []
+    collected = pipeline.collect(course, assignment.id, log=left.append)
+    assert {"eve", "mallory", "trudy"} <= set(collected), collected
+    assert len(left) == 5, f"each thing left in the exchange is reported once: {left}"
+    secret = notebook.read_bytes()
+    for learner in ("eve", "mallory", "trudy"):
+        folder = course.submitted_dir / learner / assignment.id
+        for path in folder.rglob("*"):
+            assert not path.is_symlink() and (path.is_dir() or path.is_file()), f"collect copied {path} as it was"
+            assert not path.is_file() or path.read_bytes() != secret, f"the source notebook reached {path}"
+        assert (folder / "collect_refused.json").is_file(), f"{learner}: no list of what was left in the exchange"
+    run = grade(course, workers=1, students=["eve", "mallory", "trudy"], log=print)
+    for learner in ("eve", "mallory", "trudy"):
+        record = _row(run, learner, assignment.id)
+        assert record.status == "error" and record.auto_score == 0 and not record.executed, _explain(record)
+        assert "refused-at-collect" in {finding["code"] for finding in record.findings}, _explain(record)
+    assert any("symbolic link" in reason for reason in _row(run, "mallory", assignment.id).reasons)
+    assert _row(run, "ada", assignment.id).note.startswith("kept"), "learners not selected keep their row"
+
+
+def test_a_row_that_ended_in_an_error_is_run_again_without_force(graded, course, monkeypatch):
+    """A machine problem (here: a grading worker that crashes) must not stick to an unchanged submission."""
+    from course_utils.grading import grade_execute
+
+    assignment = course.assignment(CYCLE_ASSIGNMENT)
+    release = fixtures.release_notebook(course, assignment)
+    solved = notebooks.fill_in(release, fixtures.model_answers(assignment))
+    fixtures.place_submission(course, "unlucky", assignment, fixtures.notebook_files(assignment, solved))
+
+    def crash(*args, **kwargs):
+        raise MemoryError("the machine, not the submission")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(grade_execute, "_worker", crash)
+        first = _row(
+            grade(course, workers=1, students=["unlucky"], feedback=False, log=print), "unlucky", assignment.id
+        )
+    assert first.status == "error" and "crashed" in " ".join(first.reasons), _explain(first)
+    second_run = grade(course, workers=1, students=["unlucky"], feedback=False, log=print)
+    second = _row(second_run, "unlucky", assignment.id)
+    assert second.executed and second.status == "graded" and second.auto_score == second.auto_max, _explain(second)
+    assert second.note.startswith("run again: the last run ended in an error"), second.note
+    report = second_run.report_path.read_text(encoding="utf-8")
+    assert "unlucky / " + assignment.id + ": run again" in report, "the report must say what ran again and why"
+    third_run = grade(course, workers=1, students=["unlucky"], feedback=False, log=print)
+    third = _row(third_run, "unlucky", assignment.id)
+    assert not third.executed and third.auto_score == second.auto_score, _explain(third)
+    assert third.note.startswith("not run again"), third.note
+    assert "not run again" in third_run.report_path.read_text(encoding="utf-8")

@@ -1,4 +1,5 @@
 """Fast checks of the grading package's parts that run no kernel: static checks, repairs, settings."""
+
 from __future__ import annotations
 
 import json
@@ -8,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+from grading_support.fixtures import discover_attacks, discover_fixtures
 
 from course_utils.grading import kernel_guard, notebooks
-from course_utils.grading.fixtures import discover_attacks, discover_fixtures
 from course_utils.grading.layout import CourseLayout, GradingSettings, discover_assignments
+from course_utils.grading.namespaces import plan_mounts
 from course_utils.grading.preflight import inspect_submission, rebuild
 from course_utils.grading.report import read_csv, write_csv
-from course_utils.grading.sandbox import plan_mounts
 from course_utils.grading.static_checks import scan_cells
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -27,34 +28,57 @@ def _codes(source: str, **options) -> set[str]:
     return {finding.code for finding in found.get("cell", [])}
 
 
-@pytest.mark.parametrize("source,expected", [
-    ("np.allclose = lambda *a, **k: True", "monkeypatch"),
-    ("import numpy.testing as t\nt.assert_allclose = print", "monkeypatch"),
-    ("alias = np\nalias.isclose = None", "monkeypatch"),
-    ("get_ipython().set_custom_exc((Exception,), None)", "dynamic-access"),
-    ("%config InteractiveShell.ast_node_interactivity = 'none'", "dynamic-access"),
-    ("import sys\nx = sys._getframe(1).f_locals", "frame-access"),
-    ("class Fake(torch.Tensor):\n    pass", "tensor-subclass"),
-    ("class Yes:\n    def __eq__(self, other):\n        return True", "comparison-hook"),
-    ("import os\nprint(os.environ)", "sensitive-import"),
-    ("print(open('/etc/passwd').read())", "dynamic-access"),
-    ("x = 'NBGRADER_EXECUTION'", "infrastructure-string"),
-    ("float = lambda value: 0.7", "rebinds-test-name"),
-    ("np = None", "rebinds-test-name"),
-    ("out = torch.nn.functional.scaled_dot_product_attention(q, k, v)", "forbidden-helper"),
-    ("x = ().__class__.__base__.__subclasses__()", "dunder-access"),
-])
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("np.allclose = lambda *a, **k: True", "monkeypatch"),
+        ("import numpy.testing as t\nt.assert_allclose = print", "monkeypatch"),
+        ("alias = np\nalias.isclose = None", "monkeypatch"),
+        ("get_ipython().set_custom_exc((Exception,), None)", "dynamic-access"),
+        ("%config InteractiveShell.ast_node_interactivity = 'none'", "dynamic-access"),
+        ("import sys\nx = sys._getframe(1).f_locals", "frame-access"),
+        ("class Fake(torch.Tensor):\n    pass", "tensor-subclass"),
+        ("class Yes:\n    def __eq__(self, other):\n        return True", "comparison-hook"),
+        ("import os\nprint(os.environ)", "sensitive-import"),
+        ("print(open('/etc/passwd').read())", "dynamic-access"),
+        ("x = 'NBGRADER_EXECUTION'", "infrastructure-string"),
+        ("float = lambda value: 0.7", "rebinds-test-name"),
+        ("np = None", "rebinds-test-name"),
+        ("out = torch.nn.functional.scaled_dot_product_attention(q, k, v)", "forbidden-helper"),
+        ("x = ().__class__.__base__.__subclasses__()", "dunder-access"),
+        # Stores that name no module where they happen: through a container, a getter, a loop variable.
+        ("holder = [torch.nn]\nholder[0].TransformerEncoderLayer = object", "monkeypatch"),
+        ("box = {'random': np.random}\nbox['random'].default_rng = len", "monkeypatch"),
+        ("import operator\nget = operator.attrgetter('random')\nget(np).default_rng = len", "monkeypatch"),
+        ("from operator import attrgetter\nattrgetter('nn')(torch).Linear = object", "monkeypatch"),
+        ("get = lambda: torch\nget().allclose = print", "monkeypatch"),
+        ("def library():\n    return np\nlibrary().allclose = print", "monkeypatch"),
+        ("for library in (np, torch):\n    library.allclose = print", "monkeypatch"),
+        ("def same(x):\n    return x\nsame(np.random).default_rng = len", "monkeypatch"),
+    ],
+)
 def test_static_checks_flag_tampering(source, expected):
     codes = _codes(source, forbidden=("scaled_dot_product_attention",))
     assert expected in codes, f"{source!r} should be flagged as {expected}, got {sorted(codes)}"
 
 
-@pytest.mark.parametrize("source", [
-    "import numpy as np\nimport torch\ndef f(X):\n    Q = X @ X.T\n    w = np.exp(Q - Q.max(axis=-1, keepdims=True))\n    return w / w.sum(axis=-1, keepdims=True)",
-    "class Layer(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.linear = torch.nn.Linear(2, 2)\n    def forward(self, x):\n        return self.linear(x)",
-    "weights = [[0.4, 0.2, 0.4]]\nweights[0][1] = 0.2\nresult = {'a': 1}\nresult['b'] = 2",
-    "from math import sqrt\nimport numpy as np\nvalues = sorted(x for x in range(3))",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import numpy as np\nimport torch\ndef f(X):\n    Q = X @ X.T\n"
+        "    w = np.exp(Q - Q.max(axis=-1, keepdims=True))\n    return w / w.sum(axis=-1, keepdims=True)",
+        "class Layer(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.linear = torch.nn.Linear(2, 2)\n    def forward(self, x):\n        return self.linear(x)",
+        "weights = [[0.4, 0.2, 0.4]]\nweights[0][1] = 0.2\nresult = {'a': 1}\nresult['b'] = 2",
+        "from math import sqrt\nimport numpy as np\nvalues = sorted(x for x in range(3))",
+        # Containers and results that merely involve a library function are the notebook's own.
+        "weights = np.apply_along_axis(np.exp, 1, np.ones((2, 2)))\nweights[0, 0] = 1.0",
+        "activations = {'relu': torch.relu}\nactivations['tanh'] = torch.tanh",
+        "values = list(map(math.sqrt, [1.0, 4.0]))\nvalues[0] = 3.0",
+        "act = torch.relu if True else torch.tanh\nouts = [act(torch.ones(2))]\nouts[0] = None",
+        "t = torch.zeros(2)\nt.requires_grad = True",
+    ],
+)
 def test_static_checks_leave_ordinary_code_alone(source):
     assert _codes(source) == set(), f"ordinary code was flagged: {_codes(source)}"
 
@@ -62,38 +86,66 @@ def test_static_checks_leave_ordinary_code_alone(source):
 def test_static_checks_accept_every_model_solution_and_correct_fixture():
     for assignment in discover_assignments(REPOSITORY / "solutions"):
         answers = notebooks.solution_answers(notebooks.load_json(assignment.main_notebook))
-        fixed = [notebooks.source_text(cell) for cell in notebooks.load_json(assignment.main_notebook)["cells"]
-                 if cell["cell_type"] == "code" and notebooks.is_locked(cell) and not notebooks.is_solution(cell)]
-        code = {gid: text for gid, text in answers.items()
-                if notebooks.graded_cells(notebooks.load_json(assignment.main_notebook))[gid]["cell_type"] == "code"}
-        found = scan_cells(code, fixed_sources=fixed, forbidden=assignment.settings.forbidden_calls,
-                           allowed_imports=assignment.settings.allowed_imports)
+        fixed = [
+            notebooks.source_text(cell)
+            for cell in notebooks.load_json(assignment.main_notebook)["cells"]
+            if cell["cell_type"] == "code" and notebooks.is_locked(cell) and not notebooks.is_solution(cell)
+        ]
+        code = {
+            gid: text
+            for gid, text in answers.items()
+            if notebooks.graded_cells(notebooks.load_json(assignment.main_notebook))[gid]["cell_type"] == "code"
+        }
+        found = scan_cells(
+            code,
+            fixed_sources=fixed,
+            forbidden=assignment.settings.forbidden_calls,
+            allowed_imports=assignment.settings.allowed_imports,
+        )
         assert not found, f"{assignment.id}: the model solution is flagged: {found}"
         for fixture in discover_fixtures(SUBMISSIONS, assignment.id):
             if fixture.expected.get("failing"):
                 continue  # only correct alternatives must pass unflagged
             answers = {gid: text for gid, text in fixture.answers(assignment).items() if gid in code}
-            found = scan_cells(answers, fixed_sources=fixed, forbidden=assignment.settings.forbidden_calls,
-                               allowed_imports=assignment.settings.allowed_imports)
+            found = scan_cells(
+                answers,
+                fixed_sources=fixed,
+                forbidden=assignment.settings.forbidden_calls,
+                allowed_imports=assignment.settings.allowed_imports,
+            )
             assert not found, f"{assignment.id}/{fixture.name} is flagged: {found}"
 
 
 def _release_like() -> dict:
     """A tiny notebook shaped like a release: a locked setup cell, a solution cell, a test cell."""
+
     def cell(cell_type, source, grade_id=None, **flags):
         made = {"cell_type": cell_type, "metadata": {}, "source": source}
         if cell_type == "code":
             made.update(outputs=[], execution_count=None)
         if grade_id:
-            made["metadata"]["nbgrader"] = {"grade_id": grade_id, "grade": False, "solution": False, "locked": False,
-                                            "schema_version": 3, "task": False, **flags}
+            made["metadata"]["nbgrader"] = {
+                "grade_id": grade_id,
+                "grade": False,
+                "solution": False,
+                "locked": False,
+                "schema_version": 3,
+                "task": False,
+                **flags,
+            }
         return made
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3"}}, "cells": [
-        cell("markdown", "# statement"),
-        cell("code", "import numpy as np", "setup", locked=True),
-        cell("code", "# YOUR CODE HERE\nraise NotImplementedError()", "answer", solution=True),
-        cell("code", "assert answer == 42", "test_answer", grade=True, locked=True, points=2),
-    ]}
+
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3"}},
+        "cells": [
+            cell("markdown", "# statement"),
+            cell("code", "import numpy as np", "setup", locked=True),
+            cell("code", "# YOUR CODE HERE\nraise NotImplementedError()", "answer", solution=True),
+            cell("code", "assert answer == 42", "test_answer", grade=True, locked=True, points=2),
+        ],
+    }
 
 
 def test_rebuild_restores_deleted_tests_and_drops_stray_metadata():
@@ -101,15 +153,30 @@ def test_rebuild_restores_deleted_tests_and_drops_stray_metadata():
     submitted = json.loads(json.dumps(release))
     submitted["cells"][2]["source"] = "answer = 42"
     del submitted["cells"][3]  # the test cell is gone
-    submitted["cells"].append({"cell_type": "code", "source": "print(1)", "outputs": [], "execution_count": None,
-                               "metadata": {"nbgrader": {"grade_id": "bonus", "grade": True, "points": 50}}})
-    submitted["cells"].append({"cell_type": "code", "source": "pass", "outputs": [], "execution_count": None,
-                               "metadata": {"nbgrader": "garbage"}})
+    submitted["cells"].append(
+        {
+            "cell_type": "code",
+            "source": "print(1)",
+            "outputs": [],
+            "execution_count": None,
+            "metadata": {"nbgrader": {"grade_id": "bonus", "grade": True, "points": 50}},
+        }
+    )
+    submitted["cells"].append(
+        {
+            "cell_type": "code",
+            "source": "pass",
+            "outputs": [],
+            "execution_count": None,
+            "metadata": {"nbgrader": "garbage"},
+        }
+    )
     findings = []
     clean = rebuild(submitted, release, "nb", findings)
     ids = [notebooks.grade_id(cell) for cell in clean["cells"]]
     assert ids.count("test_answer") == 1 and ids.index("test_answer") == ids.index("answer") + 1, (
-        f"the deleted test should come back right after its answer cell: {ids}")
+        f"the deleted test should come back right after its answer cell: {ids}"
+    )
     assert "bonus" not in ids, "a made-up graded cell must lose its metadata"
     assert {f.code for f in findings} >= {"cell-restored", "unknown-cell-id", "stray-metadata"}, findings
     assert clean["cells"][ids.index("answer")]["source"] == "answer = 42", "the learner's answer must be kept"
@@ -129,7 +196,9 @@ def test_rebuild_keeps_the_first_copy_of_a_duplicated_id_and_restores_points_and
     assert len(graded) == 1, "a duplicated id must be graded once"
     assert graded[0]["source"] == "assert answer == 42", "a locked cell must get the release's source back"
     assert graded[0]["metadata"]["nbgrader"]["points"] == 2 and graded[0]["cell_type"] == "code"
-    assert {"duplicate-cell-id", "points-changed", "cell-type-changed", "locked-cell-edited"} & {f.code for f in findings}
+    assert {"duplicate-cell-id", "points-changed", "cell-type-changed", "locked-cell-edited"} & {
+        f.code for f in findings
+    }
 
 
 def test_unreadable_and_renamed_notebooks(tmp_path):
@@ -182,14 +251,18 @@ def test_attack_and_fixture_folders_are_complete():
     for assignment in discover_assignments(REPOSITORY / "solutions"):
         for fixture in discover_fixtures(SUBMISSIONS, assignment.id):
             assert "auto_score" in fixture.expected, f"{assignment.id}/{fixture.name}/expected.json needs auto_score"
-            assert fixture.answers(assignment), f"{assignment.id}/{fixture.name}: no answer at all"  # and its base resolves
+            assert fixture.answers(assignment), (
+                f"{assignment.id}/{fixture.name}: no answer at all"
+            )  # and its base resolves
 
 
 def test_csv_round_trip(tmp_path):
     from course_utils.grading.autograde import GradeRecord
 
-    records = [GradeRecord("ada", "ex1", "graded", score=16, max_score=18, auto_score=16, auto_max=16, manual_pending=2),
-               GradeRecord("bob", "ex1", "error", needs_review=True, reasons=["not valid JSON"])]
+    records = [
+        GradeRecord("ada", "ex1", "graded", score=16, max_score=18, auto_score=16, auto_max=16, manual_pending=2),
+        GradeRecord("bob", "ex1", "error", needs_review=True, reasons=["not valid JSON"]),
+    ]
     rows = read_csv(write_csv(records, tmp_path / "grades.csv"))
     assert [row["student"] for row in rows] == ["ada", "bob"]
     assert rows[0]["score"] == "16" and rows[1]["status"] == "error" and rows[1]["reasons"] == "not valid JSON"
@@ -221,11 +294,18 @@ def test_kernel_guard_drops_text_past_the_cell_limit_before_it_is_buffered():
 
 
 def test_load_test_checks_exact_scores_and_attack_bounds():
-    from course_utils.grading.load_test import unexpected
+    from grading_support.grade_load import unexpected
 
-    expected = {"a-model": ("graded", 16.0, True), "b-attack-x": ("graded", 4.0, False), "c-broken": ("error", 0.0, True)}
-    rows = {"a-model": {"status": "graded", "auto_score": "16"}, "b-attack-x": {"status": "graded", "auto_score": "2"},
-            "c-broken": {"status": "error", "auto_score": "0"}}
+    expected = {
+        "a-model": ("graded", 16.0, True),
+        "b-attack-x": ("graded", 4.0, False),
+        "c-broken": ("error", 0.0, True),
+    }
+    rows = {
+        "a-model": {"status": "graded", "auto_score": "16"},
+        "b-attack-x": {"status": "graded", "auto_score": "2"},
+        "c-broken": {"status": "error", "auto_score": "0"},
+    }
     assert unexpected(expected, rows) == [], "scores as expected (an attack below its bound) must pass"
     rows["b-attack-x"]["auto_score"] = "5"
     rows["a-model"]["auto_score"] = "15"
@@ -234,13 +314,14 @@ def test_load_test_checks_exact_scores_and_attack_bounds():
     assert len(problems) == 3 and "<= 4" in problems[1], f"each broken promise must be reported: {problems}"
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                    reason="sandbox uids are used only when grading runs as root")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="sandbox uids are used only when grading runs as root"
+)
 def test_sweep_returns_only_when_no_process_of_the_uid_is_left():
-    from course_utils.grading import sandbox
+    from course_utils.grading import namespaces
 
     uid = 1_659_999  # above the uids the grader allocates from
-    assert sandbox._count_processes(uid) == 0, f"uid {uid} is in use on this machine"
+    assert namespaces.count_processes(uid) == 0, f"uid {uid} is in use on this machine"
     starter = os.fork()
     if starter == 0:  # becomes the uid, leaves 30 orphans behind (like a fork bomb's survivors), exits
         try:
@@ -254,9 +335,158 @@ def test_sweep_returns_only_when_no_process_of_the_uid_is_left():
             os._exit(0)
     os.waitpid(starter, 0)
     deadline = time.monotonic() + 10
-    while sandbox._count_processes(uid) < 30 and time.monotonic() < deadline:
+    while namespaces.count_processes(uid) < 30 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert sandbox._count_processes(uid) == 30, "the orphans did not start"
-    assert sandbox.sweep_uid(uid), "the sweep gave up"
-    assert sandbox._count_processes(uid) == 0, (
-        "processes of the uid are still there (even as zombies they count against the next kernel's limit)")
+    assert namespaces.count_processes(uid) == 30, "the orphans did not start"
+    assert namespaces.sweep_uid(uid), "the sweep gave up"
+    assert namespaces.count_processes(uid) == 0, (
+        "processes of the uid are still there (even as zombies they count against the next kernel's limit)"
+    )
+
+
+def test_attack_table_goes_to_the_readme_only_from_a_complete_run_that_kept_every_promise(tmp_path):
+    from course_utils.grading import attack_table
+
+    attacks = discover_attacks(SUBMISSIONS)
+    outcomes = [
+        {
+            "name": attack.name,
+            "threat": attack.threat,
+            "description": attack.spec["description"],
+            "status": "graded",
+            "score": "0/16",
+            "runtime": [],
+            "found": ["x"],
+            "verdict": "defended",
+            "problems": [],
+        }
+        for attack in attacks
+    ]
+    table = attack_table.render(outcomes, workers=2, cell_timeout_s=10, sandbox="test")
+    assert attack_table.check_build_table(table) == []
+    outcomes[0] = dict(outcomes[0], problems=["auto score 16"], verdict="NOT DEFENDED")
+    broken = attack_table.check_build_table(attack_table.render(outcomes, workers=2, cell_timeout_s=10, sandbox="t"))
+    assert broken and attacks[0].name in broken[0], broken
+    partial = attack_table.check_build_table(
+        attack_table.render(outcomes[1:], workers=2, cell_timeout_s=10, sandbox="t")
+    )
+    assert partial and "missing" in partial[-1], partial
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n\n{attack_table.START}\n| old |\n{attack_table.END}\n\nrest\n")
+    build = tmp_path / "attack_table.md"
+    build.write_text(table)
+    assert attack_table.main(["--table", str(build), "--readme", str(readme)]) == 1, "a stale README is reported"
+    assert attack_table.main(["--table", str(build), "--readme", str(readme), "--write-readme"]) == 0
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("\nrest\n") and "| old |" not in text
+    assert attack_table.table_rows(text) == attack_table.table_rows(table)
+    assert attack_table.main(["--table", str(build), "--readme", str(readme)]) == 0
+
+
+def test_readme_attack_table_lists_every_attack():
+    from course_utils.grading import attack_table
+
+    readme = (REPOSITORY / "README.md").read_text(encoding="utf-8")
+    rows = [row.split("|")[1].strip() for row in attack_table.table_rows(readme)[2:]]
+    threats = [attack.threat.replace("|", "/") for attack in discover_attacks(SUBMISSIONS)]
+    assert sorted(rows) == sorted(threats), (
+        "the README's attack table is not the attack test's: run tests/test_grading_attacks.py, then "
+        f"`course attack-table --write-readme` (missing: {sorted(set(threats) - set(rows))}, "
+        f"gone: {sorted(set(rows) - set(threats))})"
+    )
+
+
+def test_the_warm_kernel_imports_what_the_tests_reach():
+    from course_utils.grading.static_checks import modules_the_tests_reach
+
+    reached = modules_the_tests_reach(
+        [
+            "import numpy as np\nimport torch.nn.functional as F\nfrom course_utils.attention import copy_from_torch_mha",
+            "def check():\n    rng = np.random.default_rng(0)\n    return F.softmax(torch.ones(2), 0)",
+            "from course_utils.grading import kernel_guard\nfrom __future__ import annotations",
+        ]
+    )
+    for required in ("numpy", "torch", "torch.nn", "torch.nn.functional", "course_utils.attention"):
+        assert required in reached, f"{required} is imported by the tests and must be imported ahead: {reached}"
+    for optional in ("numpy.random?", "numpy.random.default_rng?", "course_utils.attention.copy_from_torch_mha?"):
+        assert optional in reached, f"{optional[:-1]} is reached by the tests (imported ahead if a module): {reached}"
+    assert not any(name.startswith(("course_utils.grading", "__future__")) for name in reached), reached
+
+
+GUARD_SCRIPT = r"""
+import json, sys, types
+import numpy as np, numpy.random, numpy.testing   # what the tests reach is imported ahead (warmkernel.preload)
+from IPython.core.interactiveshell import InteractiveShell
+from course_utils.grading import warmkernel
+
+guard = warmkernel.load_guard(sys.argv[1])
+guard.prepare()
+shell = InteractiveShell.instance()
+kernel = types.SimpleNamespace(session=types.SimpleNamespace(send=lambda *args, **kwargs: None),
+                               shell_handlers={"execute_request": lambda *args: None})
+tripwire = guard._Tripwire(shell, kernel)
+tripwire._start()
+found = {}
+def cell(code):
+    shell.run_cell(code, store_history=False)
+cell("import builtins, sys, numpy as np\n"
+     "np.random.default_rng = len\nnp.ndarray_like = 1\nbuiltins.float = int\nsys.modules['json'] = np\n"
+     "class Fake:\n    pass\nholder = [np.testing]\nholder[0].assert_allclose = print")
+found['restore'] = tripwire.restore()
+found['after restore'] = [np.random.default_rng is len, float is int, sys.modules['json'] is np]
+cell("def called_by_a_test():\n    builtins.abs = lambda value: 0\ncalled_by_a_test()")
+found['verify'] = tripwire.verify()
+cell("builtins.abs = lambda value: 0\nimport xml.dom.minidom  # a library imported for the first time")
+found['undone by an import'] = tripwire.verify()
+cell("import functools\nnp.allclose = functools.wraps(np.allclose)(lambda *a, **k: True)")
+found['fake wrapper'] = tripwire.verify()
+original = np.isclose
+def library_wrapper(*args, **kwargs):   # what a library's decorator makes: its own code around the original
+    return original(*args, **kwargs)
+library_wrapper.__wrapped__ = original
+library_wrapper.__code__ = library_wrapper.__code__.replace(co_filename=np.__file__)
+np.isclose = library_wrapper
+found['library wrapper'] = tripwire.verify()
+cell("import threading\ntry:\n    threading.Thread(target=print).start()\n    started = True\n"
+     "except RuntimeError:\n    started = False")
+cell("import sys\ntry:\n    sys.settrace(lambda *a: None)\n    traced = True\nexcept RuntimeError:\n    traced = False")
+found['notebook thread started'] = shell.user_ns['started']
+found['notebook trace set'] = shell.user_ns['traced']
+found['problems'] = tripwire.problems()
+print(json.dumps(found))
+"""
+
+
+def test_kernel_guard_restores_references_and_fails_what_changed_during_a_test(tmp_path):
+    """The guard in a plain IPython shell, in its own process (its audit hook cannot be removed)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "guard_check.py"
+    script.write_text(GUARD_SCRIPT)
+    guard_file = Path(kernel_guard.__file__)
+    result = subprocess.run(
+        [sys.executable, str(script), str(guard_file)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    undone = found["restore"]["undone"]
+    for label in ("numpy.random.default_rng", "builtins.float", "sys.modules['json']", "numpy.testing.assert_allclose"):
+        assert label in undone, f"{label} was replaced before the test and must be put back: {undone}"
+    assert found["after restore"] == [False, False, False], "the originals are back in place"
+    assert "builtins.abs" in found["verify"]["changed"], (
+        f"a change made while a test ran must fail it: {found['verify']}"
+    )
+    assert "builtins.abs" in found["undone by an import"]["changed"], (
+        f"a change undone when a library was imported during the test still fails the test: {found}"
+    )
+    assert "numpy.allclose" in found["fake wrapper"]["changed"], (
+        "a notebook's function dressed as a wrapper of the original (functools.wraps) is still a replacement"
+    )
+    assert not found["library wrapper"]["changed"], (
+        f"a library's own wrapper of its function (torch.manual_seed, optimizers' step) is not tampering: {found}"
+    )
+    assert found["notebook thread started"] is False and found["notebook trace set"] is False, found
+    assert any("thread" in problem for problem in found["problems"]) and any(
+        "settrace" in problem for problem in found["problems"]
+    ), found["problems"]

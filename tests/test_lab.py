@@ -1,61 +1,116 @@
-"""`course lab` starts JupyterLab on the course with nbgrader's extensions enabled."""
-import json
-import os
-import socket
+"""`course lab`: JupyterLab on the course, and a class's learner working through the instructor's exchange.
+
+- nbgrader's lab extension is installed and enabled, and `course lab --help` lists its options;
+- in a class (COURSE_EXCHANGE names the instructor's exchange), a learner's fresh clone generates and
+  publishes nothing: the Assignment List shows what the instructor released, and fetch and submit,
+  from any folder, go through the instructor's exchange; the instructor collects the submission;
+- the instructor's own lab (`course lab --instructor`) shows solutions/ and serves the formgrader.
+
+The self-learner's lab and exercises: tests/test_learner_path.py.
+"""
+
+from __future__ import annotations
+
 import subprocess
 import sys
-import time
-import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import learner_checkout as lc
+import pytest
 
+from course_utils.grading import pipeline
+from course_utils.grading.layout import CourseLayout
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+COURSE_ID = "transformers-ground-up"
+RELEASED = "ex1_manual_attention"
 
 
 def test_nbgrader_lab_extension_is_enabled():
-    out = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, check=True
+    )
     text = out.stdout + out.stderr
-    line = next((l for l in text.splitlines() if "@jupyter/nbgrader" in l), "")
+    line = next((row for row in text.splitlines() if "@jupyter/nbgrader" in row), "")
     assert "enabled" in line and "OK" in line, f"nbgrader lab extension not enabled:\n{text}"
 
 
-def test_course_lab_serves_the_course(tmp_path):
-    port, token = _free_port(), "course-test-token"
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path), "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "course_utils.cli", "lab", "--no-browser", f"--port={port}",
-         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+def test_course_lab_help_lists_its_options():
+    out = subprocess.run(
+        [sys.executable, "-m", "course_utils.cli", "lab", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for option in ("--port", "--ip", "--no-browser", "--instructor"):
+        assert option in out, f"`course lab --help` does not list {option}:\n{out}"
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory):
+    """An instructor's checkout (the upstream) with a class exchange, and a learner's fresh clone of it."""
+    work = tmp_path_factory.mktemp("class")
+    instructor_dir, clone = lc.fresh_clone(work)
+    exchange = work / "srv-nbgrader-exchange"
+    env = lc.learner_env(clone, work / "learner-home", exchange=exchange)
+    setup_output = lc.make(clone, "setup", env)
+    return {
+        "work": work,
+        "instructor_dir": instructor_dir,
+        "clone": clone,
+        "exchange": exchange,
+        "env": env,
+        "setup_output": setup_output,
+        "layout": CourseLayout.from_directory(instructor_dir, exchange=exchange, course_id=COURSE_ID),
+    }
+
+
+@pytest.mark.slow
+def test_a_class_learners_setup_generates_and_publishes_nothing(klass):
+    clone = klass["clone"]
+    assert "your instructor's, from COURSE_EXCHANGE" in klass["setup_output"], klass["setup_output"]
+    assert not (clone / "exercises").exists(), "a class's learner gets exercises only from the instructor's exchange"
+    assert not (clone / "exchange").exists() and not (clone / "build" / "learner" / "course").exists(), (
+        "nothing may be generated or published in a class learner's checkout"
     )
-    try:
-        deadline, last_error = time.time() + 90, None
-        while time.time() < deadline:
-            try:
-                url = f"http://127.0.0.1:{port}/api/contents/notebooks?token={token}"
-                listing = json.load(urllib.request.urlopen(url, timeout=5))
-                break
-            except OSError as exc:  # not up yet
-                last_error = exc
-                assert proc.poll() is None, f"course lab exited early:\n{proc.stdout.read()}"
-                time.sleep(1)
-        else:
-            raise AssertionError(f"JupyterLab did not answer on port {port}: {last_error}")
-        names = {item["name"] for item in listing["content"]}
-        assert any(name.endswith(".ipynb") for name in names), f"no chapter notebooks served: {names}"
-        lab = urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=10).read().decode()
-        assert "@jupyter/nbgrader" in lab, "the nbgrader extension is not loaded into the lab page"
-        # The Assignments panel starts by asking this server extension for the courses:
-        courses = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/courses?token={token}", timeout=30))
-        assert "success" in courses, f"nbgrader's course_list extension did not answer: {courses}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    assert (clone / "START.md").is_file()
+
+
+@pytest.mark.slow
+def test_a_class_learner_fetches_and_submits_through_the_instructors_exchange(klass, tmp_path):
+    clone, env, layout = klass["clone"], klass["env"], klass["layout"]
+    pipeline.generate_release(layout, [RELEASED])
+    pipeline.release_assignment(layout, RELEASED)
+
+    listing = lc.nbgrader(["list"], cwd=clone / "notebooks", env=env)
+    listed = listing.stdout + listing.stderr
+    assert f"{COURSE_ID} {RELEASED}" in listed and "ex2_transformer" not in listed, (
+        f"the learner should see exactly what the instructor released:\n{listed}"
+    )
+    elsewhere = tmp_path / "home-folder"
+    elsewhere.mkdir()
+    lc.nbgrader(["fetch_assignment", RELEASED], cwd=elsewhere, env=env)
+    notebook = clone / "exercises" / RELEASED / f"{RELEASED}.ipynb"
+    assert notebook.is_file(), "fetch_assignment should put the exercise where the chapters link it"
+    lc.nbgrader(["submit", RELEASED], cwd=clone / "exercises", env=env)
+    learners = pipeline.collect(layout, RELEASED)
+    assert len(learners) == 1, f"the instructor should collect the learner's submission, got {learners}"
+    collected = layout.submitted_dir / learners[0] / RELEASED / f"{RELEASED}.ipynb"
+    assert collected.read_bytes() == notebook.read_bytes()
+
+
+@pytest.mark.slow
+def test_a_class_learners_assignment_list_shows_the_instructors_releases(klass):
+    clone, env, work = klass["clone"], klass["env"], klass["work"]
+    with lc.Lab(clone, env, work / "lab-class.log") as lab:
+        assert lab.get("courses") == {"success": True, "value": [COURSE_ID]}
+        listed = lab.get(f"assignments?course_id={COURSE_ID}")
+        assert listed["success"], listed
+        released = {a["assignment_id"]: a["status"] for a in listed["value"] if a["status"] != "submitted"}
+        assert released == {RELEASED: "fetched"}, f"Assignment List in a class: {released}"
+    assert lc.git(clone, "status", "--porcelain", "--untracked-files=all") == "", "the learner's clone is dirty"
+
+
+@pytest.mark.slow
+def test_the_instructors_lab_shows_solutions_and_the_formgrader(klass):
+    instructor_dir, work = klass["instructor_dir"], klass["work"]
+    env = lc.learner_env(instructor_dir, work / "instructor-home", exchange=klass["exchange"])
+    with lc.Lab(instructor_dir, env, work / "lab-instructor.log", "--instructor") as lab:
+        root = {item["name"] for item in lab.get("api/contents")["content"]}
+        assert "solutions" in root, f"the instructor's lab should list solutions/: {sorted(root)}"
+        assert lab.status("formgrader") in (200, 302), "the instructor's lab should serve the formgrader"

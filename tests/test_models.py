@@ -1,9 +1,22 @@
 import pytest
 import torch
+from torch import nn
 
+from course_utils.layers import Encoder
 from course_utils.models import (
-    PRESETS, DecoderOnlyLM, EncoderOnlyMLM, PatchEmbedding, Seq2SeqTransformer, TransformerLM,
-    VisionTransformer, build_preset, count_parameters, parameter_table, patchify,
+    PRESETS,
+    DecoderOnlyLM,
+    EncoderOnlyMLM,
+    PatchEmbedding,
+    ResidualBlock,
+    Seq2SeqTransformer,
+    SmallResNet,
+    TransformerLM,
+    VisionTransformer,
+    build_preset,
+    count_parameters,
+    parameter_table,
+    patchify,
 )
 
 
@@ -12,8 +25,10 @@ def test_parameter_counts_match_the_papers(capsys):
     print("\nmodel              ours          paper    released     diff vs paper")
     for r in rows:
         released = f"{r['checkpoint'] / 1e6:8.2f}M" if r["checkpoint"] else "       -"
-        print(f"{r['model']:16s} {r['ours'] / 1e6:8.2f}M {r['published'] / 1e6:8.0f}M {released} "
-              f"{100 * r['relative_difference']:+8.2f}%")
+        print(
+            f"{r['model']:16s} {r['ours'] / 1e6:8.2f}M {r['published'] / 1e6:8.0f}M {released} "
+            f"{100 * r['relative_difference']:+8.2f}%"
+        )
     for r in rows:
         if r["checkpoint"]:
             # Where the weights were released, the count must agree to within 0.1%.
@@ -30,11 +45,24 @@ def test_exact_counts_for_released_checkpoints():
     assert count_parameters(build_preset("vit-b16")) == 86_567_656
 
 
+def test_bert_base_note_states_the_head_and_pooler_counts_in_order():
+    bert = build_preset("bert-base")
+    d = 768
+    mlm_head = count_parameters(bert.head_transform) + bert.lm_head.bias.numel()  # dense + LayerNorm + vocab bias
+    pooler = d * d + d  # BERT's NSP pooler: dense d -> d
+    assert (mlm_head, pooler) == (622_650, 590_592)
+    assert count_parameters(bert) - PRESETS["bert-base"].checkpoint == mlm_head - pooler, (
+        "ours = the released checkpoint (with pooler) - pooler + MLM head"
+    )
+    note = PRESETS["bert-base"].note
+    assert note.index("622k") < note.index("590k") and note.index("MLM head") < note.index("NSP pooler"), note
+
+
 def _lm_cache_check(model, tokens):
     model.eval()
     full = model(tokens)
     caches = model.new_caches()
-    pieces = [model(tokens[:, :3], caches)] + [model(tokens[:, t:t + 1], caches) for t in range(3, tokens.shape[1])]
+    pieces = [model(tokens[:, :3], caches)] + [model(tokens[:, t : t + 1], caches) for t in range(3, tokens.shape[1])]
     torch.testing.assert_close(torch.cat(pieces, 1), full, atol=1e-5, rtol=1e-5)
 
 
@@ -70,6 +98,17 @@ def test_gpt_and_bert_share_one_backbone():
     assert [p.shape for p in gpt.parameters()] == [p.shape for p in bert.parameters()]
 
 
+def test_language_models_run_the_encoder_stack():
+    # TransformerLM is the layers' own Encoder with embeddings in front and a head behind: one stack,
+    # configured in one place, with the state_dict names the models have always had.
+    model = TransformerLM(50, 32, 4, 2, position="rope", layer_norm_eps=1e-6)
+    assert isinstance(model, Encoder) and len(model.layers) == 2
+    assert {"layers.0.self_attn.W_q.weight", "final_norm.weight", "token_embedding.weight"} <= set(model.state_dict())
+    assert {m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)} == {1e-6}
+    assert all(layer.self_attn.rotary is not None for layer in model.layers), "position='rope' reaches every layer"
+    assert model.max_positions is None and DecoderOnlyLM(50, 32, 4, 1, max_len=16).max_positions == 16
+
+
 def test_seq2seq_shapes_cache_and_padding():
     model = Seq2SeqTransformer(30, 40, 32, 4, 2, 2, 64, dropout=0.0).eval()
     src = torch.randint(1, 30, (2, 7))
@@ -79,7 +118,7 @@ def test_seq2seq_shapes_cache_and_padding():
     assert logits.shape == (2, 5, 40)
     memory, src_mask = model.encode(src)
     caches = model.new_caches()
-    steps = [model.decode(tgt[:, t:t + 1], memory, src_mask, caches) for t in range(5)]
+    steps = [model.decode(tgt[:, t : t + 1], memory, src_mask, caches) for t in range(5)]
     torch.testing.assert_close(torch.cat(steps, 1), logits, atol=1e-5, rtol=1e-5)
     # Changing a padded source token must not change anything.
     src2 = src.clone()
@@ -114,8 +153,9 @@ def test_patch_embedding_conv_equals_unfold_linear():
 
 
 def test_vit_forward_and_gradients():
-    vit = VisionTransformer(img_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=32,
-                            num_heads=4, num_layers=2)
+    vit = VisionTransformer(
+        img_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=32, num_heads=4, num_layers=2
+    )
     logits = vit(torch.randn(3, 1, 8, 8))
     assert logits.shape == (3, 10)
     logits.sum().backward()
@@ -125,3 +165,26 @@ def test_vit_forward_and_gradients():
 
 def test_presets_cover_the_issue_list():
     assert {"transformer-base", "transformer-big", "bert-base", "gpt2-small", "vit-b16"} <= set(PRESETS)
+
+
+def test_small_resnet_shapes_parameters_and_shortcuts():
+    model = SmallResNet()
+    assert count_parameters(model) == 19_706, "the digit ResNet should stay the size chapter 09 compares with"
+    assert model(torch.randn(3, 1, 8, 8)).shape == (3, 10)
+    assert model(torch.randn(2, 1, 12, 12)).shape == (2, 10), "global average pooling accepts any image size"
+    kept, halved = model.blocks[0], model.blocks[1]
+    assert isinstance(kept.shortcut, torch.nn.Identity), "a block that keeps the shape has an identity shortcut"
+    assert halved(torch.randn(2, 16, 8, 8)).shape == (2, 32, 4, 4), "a stride-2 block halves H, W and widens"
+    cifar = SmallResNet(in_channels=3, widths=(32, 64, 128), blocks_per_stage=2)
+    assert cifar(torch.randn(2, 3, 32, 32)).shape == (2, 10) and len(cifar.blocks) == 6
+
+
+def test_residual_block_adds_its_input():
+    block = ResidualBlock(4, 4).eval()
+    torch.nn.init.zeros_(block.bn2.weight)  # branch switched off: the block is ReLU(x)
+    x = torch.randn(2, 4, 5, 5)
+    torch.testing.assert_close(block(x), torch.relu(x))
+    with pytest.raises(ValueError, match="stride must be 1 or 2"):
+        ResidualBlock(4, 4, stride=3)
+    with pytest.raises(ValueError, match="at least one stage"):
+        SmallResNet(widths=())

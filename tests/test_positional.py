@@ -5,8 +5,12 @@ import torch
 
 from course_utils.attention import MultiHeadAttention
 from course_utils.positional import (
-    LearnedPositionalEncoding, RotaryEmbedding, SinusoidalPositionalEncoding, apply_rotary,
-    sinusoidal_shift_matrix, sinusoidal_table,
+    LearnedPositionalEncoding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    apply_rotary,
+    sinusoidal_shift_matrix,
+    sinusoidal_table,
 )
 
 
@@ -44,10 +48,12 @@ def test_learned_positions_cannot_go_past_max_len():
 
 def test_rope_scores_depend_only_on_relative_position():
     q, k = torch.randn(16), torch.randn(16)
+
     def score(m, n):
         qm = apply_rotary(q[None], torch.tensor([m]))[0]
         kn = apply_rotary(k[None], torch.tensor([n]))[0]
         return float(qm @ kn)
+
     for m, n, shift in [(3, 1, 10), (0, 7, 4), (20, 20, 100)]:
         assert math.isclose(score(m, n), score(m + shift, n + shift), rel_tol=1e-4, abs_tol=1e-4)
     assert not math.isclose(score(3, 1), score(1, 3), abs_tol=1e-3), "direction matters: m - n, not |m - n|"
@@ -66,7 +72,9 @@ def test_rope_breaks_permutation_equivariance():
     rotary = MultiHeadAttention(16, 2, dropout=0.0, rotary=RotaryEmbedding(8)).eval()
     rotary.load_state_dict(plain.state_dict())
     perm = torch.tensor([5, 4, 3, 2, 1, 0])
-    torch.testing.assert_close(plain(x, x, x)[0][:, perm], plain(x[:, perm], x[:, perm], x[:, perm])[0],
-                               atol=1e-5, rtol=1e-5)
-    assert not torch.allclose(rotary(x, x, x)[0][:, perm], rotary(x[:, perm], x[:, perm], x[:, perm])[0],
-                              atol=1e-3), "with RoPE, order must matter"
+    torch.testing.assert_close(
+        plain(x, x, x)[0][:, perm], plain(x[:, perm], x[:, perm], x[:, perm])[0], atol=1e-5, rtol=1e-5
+    )
+    assert not torch.allclose(rotary(x, x, x)[0][:, perm], rotary(x[:, perm], x[:, perm], x[:, perm])[0], atol=1e-3), (
+        "with RoPE, order must matter"
+    )

@@ -1,4 +1,5 @@
 """Tests for course_utils.training: batches, the loop, schedules, label smoothing."""
+
 from __future__ import annotations
 
 import math
@@ -24,6 +25,7 @@ def _classification_problem(n=256, features=8, classes=4, seed=0):
 # Batches
 # --------------------------------------------------------------------------------------------
 
+
 def test_make_batches_covers_every_example_once_per_epoch_and_reshuffles():
     x = torch.arange(10)
     batches = training.make_batches((x, x * 2), batch_size=3, shuffle=True, seed=0)
@@ -34,8 +36,9 @@ def test_make_batches_covers_every_example_once_per_epoch_and_reshuffles():
         seen = torch.cat([xb for xb, _ in epoch])
         assert sorted(seen.tolist()) == list(range(10)), "each epoch must visit every example exactly once"
         assert all(torch.equal(yb, xb * 2) for xb, yb in epoch), "tensors must stay aligned"
-    assert torch.cat([b[0] for b in first]).tolist() != torch.cat([b[0] for b in second]).tolist(), \
+    assert torch.cat([b[0] for b in first]).tolist() != torch.cat([b[0] for b in second]).tolist(), (
         "a new epoch should use a new order"
+    )
     again = [b for b in training.make_batches((x, x * 2), batch_size=3, shuffle=True, seed=0)]
     assert all(torch.equal(a[0], b[0]) for a, b in zip(first, again)), "the order must be repeatable under a seed"
     assert len(training.make_batches((x,), 3, drop_last=True)) == 3
@@ -62,6 +65,7 @@ def test_make_batches_rejects_misaligned_tensors():
 # The loop
 # --------------------------------------------------------------------------------------------
 
+
 def test_train_reduces_the_loss_and_records_history():
     torch.manual_seed(0)
     x, y = _classification_problem()
@@ -84,8 +88,15 @@ def test_steps_stop_the_loop_across_epochs_and_a_scheduler_is_stepped():
     model = nn.Linear(8, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1.0 / (i + 1))
-    history = training.train(model, training.supervised_loss(), training.make_batches((x, y), 16), optimizer,
-                             steps=7, scheduler=scheduler, progress=False)
+    history = training.train(
+        model,
+        training.supervised_loss(),
+        training.make_batches((x, y), 16),
+        optimizer,
+        steps=7,
+        scheduler=scheduler,
+        progress=False,
+    )
     assert history.steps == 7 and history.stopped_by == "steps", "steps=7 must stop after 7 optimizer steps"
     assert history.lr == pytest.approx([1.0 / (i + 1) for i in range(7)]), "lr is recorded as used at each step"
 
@@ -102,8 +113,15 @@ def test_time_budget_is_honoured():
 
     budget = 0.3
     start = time.perf_counter()
-    history = training.train(model, slow_loss, training.make_batches((x, y), 8), optimizer, steps=10_000,
-                             time_budget_s=budget, progress=False)
+    history = training.train(
+        model,
+        slow_loss,
+        training.make_batches((x, y), 8),
+        optimizer,
+        steps=10_000,
+        time_budget_s=budget,
+        progress=False,
+    )
     elapsed = time.perf_counter() - start
     assert history.stopped_by == "time budget"
     assert 0 < history.steps < 10_000
@@ -137,8 +155,16 @@ def test_eval_fn_runs_in_eval_mode_on_schedule_and_at_the_end():
         modes.append(model.training)
         return {"accuracy": training.evaluate_accuracy(model, [(x, y)])}
 
-    history = training.train(model, training.supervised_loss(), training.make_batches((x, y), 8), optimizer,
-                             steps=10, eval_fn=eval_fn, eval_every=4, progress=False)
+    history = training.train(
+        model,
+        training.supervised_loss(),
+        training.make_batches((x, y), 8),
+        optimizer,
+        steps=10,
+        eval_fn=eval_fn,
+        eval_every=4,
+        progress=False,
+    )
     assert history.eval_step == [4, 8, 10], "evaluate every 4 steps and once more at the end"
     assert modes == [False, False, False], "eval_fn must see the model in eval mode (no dropout)"
     assert model.training, "the model must be back in training mode afterwards"
@@ -158,8 +184,7 @@ def test_train_rejects_bad_arguments():
     with pytest.raises(ValueError, match="never ends"):
         training.train(model, lambda m, b: m.weight.sum(), [None], optimizer, progress=False)
     with pytest.raises(ValueError, match="clip_grad_norm"):
-        training.train(model, lambda m, b: m.weight.sum(), [None], optimizer, steps=1, clip_grad_norm=0,
-                       progress=False)
+        training.train(model, lambda m, b: m.weight.sum(), [None], optimizer, steps=1, clip_grad_norm=0, progress=False)
     with pytest.raises(TypeError, match="scalar"):
         training.train(model, lambda m, b: m.weight, [None], optimizer, steps=1, progress=False)
 
@@ -178,13 +203,15 @@ def test_evaluate_accuracy_skips_ignored_targets():
 # Schedules
 # --------------------------------------------------------------------------------------------
 
+
 def test_noam_formula_values():
     d_model, warmup = 512, 4000
-    assert training.noam_lr(1, d_model, warmup) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
+    assert training.noam_lr(1, d_model, warmup) == pytest.approx(512**-0.5 * 4000**-1.5)
     assert training.noam_lr(warmup, d_model, warmup) == pytest.approx((512 * 4000) ** -0.5)
-    assert training.noam_lr(16000, d_model, warmup) == pytest.approx(512 ** -0.5 * 16000 ** -0.5)
-    assert training.noam_lr(2000, d_model, warmup) == pytest.approx(training.noam_lr(4000, d_model, warmup) / 2), \
+    assert training.noam_lr(16000, d_model, warmup) == pytest.approx(512**-0.5 * 16000**-0.5)
+    assert training.noam_lr(2000, d_model, warmup) == pytest.approx(training.noam_lr(4000, d_model, warmup) / 2), (
         "the warm-up is linear"
+    )
     with pytest.raises(ValueError, match="from 1"):
         training.noam_lr(0, d_model, warmup)
 
@@ -214,7 +241,7 @@ def test_warmup_cosine_schedule_shape_and_end_value():
         scheduler.step()
     assert lrs[0] == pytest.approx(base_lr / warmup) and lrs[warmup - 1] == pytest.approx(base_lr)
     assert lrs[warmup] == pytest.approx(base_lr), "the decay starts from the full learning rate"
-    decay = lrs[warmup: total + 1]
+    decay = lrs[warmup : total + 1]
     assert all(a >= b for a, b in zip(decay, decay[1:])), "the cosine part must not increase"
     assert lrs[total] == pytest.approx(base_lr * min_ratio), "the schedule ends at min_ratio * lr"
     assert lrs[-1] == pytest.approx(base_lr * min_ratio), "and stays there after `total` steps"
@@ -226,6 +253,7 @@ def test_warmup_cosine_schedule_shape_and_end_value():
 # --------------------------------------------------------------------------------------------
 # Label smoothing
 # --------------------------------------------------------------------------------------------
+
 
 def _logits_and_targets(pad=0, seed=0):
     generator = torch.Generator().manual_seed(seed)
@@ -256,8 +284,9 @@ def test_kl_form_differs_by_the_target_entropy_and_is_zero_at_the_target():
     criterion = LabelSmoothingLoss(smoothing, ignore_index=0, form="kl")
     flat_targets = torch.tensor([2, 5])
     perfect_logits = criterion.target_distribution(flat_targets, vocab, torch.float64).log()
-    assert criterion(perfect_logits, flat_targets).item() == pytest.approx(0.0, abs=1e-12), \
+    assert criterion(perfect_logits, flat_targets).item() == pytest.approx(0.0, abs=1e-12), (
         "a model that outputs q itself has zero KL divergence"
+    )
 
 
 def test_label_smoothing_stays_finite_where_the_naive_version_gives_nan():
@@ -307,6 +336,7 @@ def test_label_smoothing_rejects_bad_input():
 # The pieces together: the start of the date-task recipe
 # --------------------------------------------------------------------------------------------
 
+
 def test_date_task_recipe_runs_end_to_end():
     from course_utils import data, decoding
     from course_utils.models import Seq2SeqTransformer
@@ -315,8 +345,9 @@ def test_date_task_recipe_runs_end_to_end():
     task = data.make_date_dataset(n_train=640, n_test=64, seed=0)
     torch.manual_seed(0)
     model = Seq2SeqTransformer(task.src_tokenizer.vocab_size, task.tgt_tokenizer.vocab_size, **setting["model"])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=setting["lr"], betas=setting["betas"],
-                                  weight_decay=setting["weight_decay"])
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=setting["lr"], betas=setting["betas"], weight_decay=setting["weight_decay"]
+    )
     steps = 40
     scheduler = training.warmup_cosine_schedule(optimizer, warmup=10, total=steps, min_ratio=setting["min_lr_ratio"])
     criterion = LabelSmoothingLoss(setting["label_smoothing"], ignore_index=data.PAD_ID)
@@ -325,14 +356,26 @@ def test_date_task_recipe_runs_end_to_end():
         src, tgt_in, tgt_out = batch
         return criterion(model(data.trim_padding(src), tgt_in), tgt_out)
 
-    batches = training.make_batches((task.train_src, task.train_tgt_in, task.train_tgt_out), setting["batch_size"],
-                                    bucket_by=data.sequence_lengths(task.train_src))
-    history = training.train(model, loss_fn, batches, optimizer, steps=steps, scheduler=scheduler,
-                             clip_grad_norm=setting["clip_grad_norm"], progress=False)
+    batches = training.make_batches(
+        (task.train_src, task.train_tgt_in, task.train_tgt_out),
+        setting["batch_size"],
+        bucket_by=data.sequence_lengths(task.train_src),
+    )
+    history = training.train(
+        model,
+        loss_fn,
+        batches,
+        optimizer,
+        steps=steps,
+        scheduler=scheduler,
+        clip_grad_norm=setting["clip_grad_norm"],
+        progress=False,
+    )
     first, last = sum(history.loss[:5]) / 5, sum(history.loss[-5:]) / 5
     assert last < 0.7 * first, f"40 steps of the recipe should cut the loss clearly: {first:.2f} -> {last:.2f}"
     predicted = task.decode_predictions(
-        decoding.greedy_decode(model, task.test_src, task.bos_id, task.eos_id, task.max_target_len))
+        decoding.greedy_decode(model, task.test_src, task.bos_id, task.eos_id, task.max_target_len)
+    )
     accuracy = task.exact_match(predicted)
     assert 0.0 <= accuracy <= 1.0 and len(predicted) == 64
     assert all(len(p) <= task.max_target_len for p in predicted), "greedy decoding stops at max_len tokens"

@@ -1,14 +1,15 @@
 """Command line for the instructor's side of the course (`course <subcommand>` calls `main`).
 
-    release      regenerate release/<id> from solutions/<id> for every assignment (--publish: also
-                 put them in the exchange for learners to fetch)
-    collect      move learners' submissions from the exchange into submitted/
-    grade        autograde everything collected (confined, --workers N in parallel), write
-                 feedback, the grades CSV and the report, print a summary per learner
-    export       nbgrader's own grades CSV
-    fetch/submit what a learner does (for demonstrations and tests)
-    cycle-demo   the whole cycle for two learners in a temporary copy of the course
+release      regenerate release/<id> from solutions/<id> for every assignment (--publish: also
+             put them in the exchange for learners to fetch)
+collect      move learners' submissions from the exchange into submitted/
+grade        autograde everything collected (confined, --workers N in parallel), write
+             feedback, the grades CSV and the report, print a summary per learner
+export       nbgrader's own grades CSV
+fetch/submit what a learner does (for demonstrations and tests)
+cycle-demo   the whole cycle for two learners in a temporary copy of the course
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,12 @@ def _default_course_dir() -> Path:
 
 
 def _layout(args) -> CourseLayout:
-    return CourseLayout.from_directory(args.course_dir or _default_course_dir(), exchange=args.exchange,
-                                       course_id=args.course_id, output_dir=getattr(args, "output", None))
+    return CourseLayout.from_directory(
+        args.course_dir or _default_course_dir(),
+        exchange=args.exchange,
+        course_id=args.course_id,
+        output_dir=getattr(args, "output", None),
+    )
 
 
 def _assignment_ids(layout: CourseLayout, wanted: list[str] | None) -> list[str]:
@@ -66,7 +71,7 @@ def command_collect(args) -> int:
 
     layout = _layout(args)
     for assignment_id in _assignment_ids(layout, args.assignment):
-        learners = pipeline.collect(layout, assignment_id)
+        learners = pipeline.collect(layout, assignment_id, log=lambda line: print(f"  {line}"))
         print(f"{assignment_id}: {len(learners)} submission(s) in submitted/")
     return 0
 
@@ -76,9 +81,17 @@ def command_grade(args) -> int:
     from .report import summary_lines
 
     layout = _layout(args)
-    run = grade(layout, workers=args.workers, cell_timeout=args.timeout, force=args.force, students=args.student,
-                assignment_ids=args.assignment, feedback=not args.no_feedback, isolation=args.isolation,
-                uid_base=args.uid_base)
+    run = grade(
+        layout,
+        workers=args.workers,
+        cell_timeout=args.timeout,
+        force=args.force,
+        students=args.student,
+        assignment_ids=args.assignment,
+        feedback=not args.no_feedback,
+        isolation=args.isolation,
+        uid_base=args.uid_base,
+    )
     print()
     print("\n".join(summary_lines(run.records)))
     print(f"\nsandbox: {run.sandbox}")
@@ -169,17 +182,27 @@ def build_parser() -> argparse.ArgumentParser:
     collect.set_defaults(run=command_collect)
 
     grade_parser = sub.add_parser("grade", parents=[common], help="autograde everything collected")
-    grade_parser.add_argument("--workers", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 2)),
-                              help="submissions graded at once (default: half the CPUs, at most 4)")
+    grade_parser.add_argument(
+        "--workers",
+        type=int,
+        default=max(1, min(4, (os.cpu_count() or 2) // 2)),
+        help="submissions graded at once (default: half the CPUs, at most 4)",
+    )
     grade_parser.add_argument("--timeout", type=int, help="seconds per cell (default: the assignment's setting)")
     grade_parser.add_argument("--force", action="store_true", help="run again even unchanged submissions")
     grade_parser.add_argument("--student", action="append", help="only this learner (repeatable)")
     grade_parser.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
     grade_parser.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
-    grade_parser.add_argument("--isolation", choices=["auto", "none"], default="auto",
-                              help="'none' keeps only resource limits (for debugging the grader)")
-    grade_parser.add_argument("--uid-base", type=int, default=1_640_000,
-                              help="first numeric uid for sandboxed kernels when run as root")
+    grade_parser.add_argument(
+        "--isolation",
+        choices=["auto", "bwrap", "namespaces", "none"],
+        default="auto",
+        help="auto: bubblewrap if installed, else hand-written namespaces; "
+        "'none' keeps only resource limits (for debugging the grader)",
+    )
+    grade_parser.add_argument(
+        "--uid-base", type=int, default=1_640_000, help="first numeric uid for sandboxed kernels when run as root"
+    )
     grade_parser.add_argument("--output", help="folder for grades.csv, report.md and logs (default: build/grading)")
     grade_parser.add_argument("--strict", action="store_true", help="exit with status 1 if any submission is an error")
     grade_parser.set_defaults(run=command_grade)
@@ -199,10 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("learner_dir")
     submit.set_defaults(run=command_submit)
 
-    demo = sub.add_parser("cycle-demo", parents=[common], help="the whole cycle for two learners, in a temporary course")
+    demo = sub.add_parser(
+        "cycle-demo", parents=[common], help="the whole cycle for two learners, in a temporary course"
+    )
     demo.add_argument("--assignment", help="assignment to use (default: the first)")
     demo.add_argument("--workers", type=int, default=2)
-    demo.add_argument("--isolation", choices=["auto", "none"], default="auto")
+    demo.add_argument("--isolation", choices=["auto", "bwrap", "namespaces", "none"], default="auto")
     demo.add_argument("--keep", action="store_true", help="keep the temporary course for inspection")
     demo.set_defaults(run=command_cycle_demo)
     return parser

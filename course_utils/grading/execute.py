@@ -7,6 +7,11 @@ sandbox (see sandbox.py); this class adds what only the grading side can do:
   test cell whose code did not run to its end without the token being printed (because an input
   transformer rewrote it, or an exception was swallowed) is failed and reported, whatever the
   kernel claims;
+- the tests' references: before each part of a test cell the kernel guard restores what learner code
+  replaced, and after it checks that nothing changed while the test ran (learner code called by the
+  test). A test during which something changed, or before which something could not be undone, is
+  failed with the reason (see kernel_guard.py); the grader speaks to the guard with a message of
+  its own, not with code run in the notebook's namespace;
 - a dead kernel (os._exit, a crash, a limit) no longer aborts the whole notebook: the cells already
   run keep their results, every later cell fails with the reason, and the grade is partial and honest;
 - two timeouts in a row mean the kernel no longer listens to interrupts: it is stopped and the
@@ -14,8 +19,9 @@ sandbox (see sandbox.py); this class adds what only the grading side can do:
 - a size limit on the outputs kept from any one cell (the kernel guard limits them first);
 - at the end, the kernel guard's tripwire report (what learner code replaced).
 
-Everything it learns goes to a JSON "execution report" next to the grading logs.
+Everything it learns goes to an `ExecutionReport` (messages.py), a JSON file next to the grading logs.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,10 +30,20 @@ import secrets
 import time
 
 from nbclient.exceptions import DeadKernelError
-from nbformat.v4 import new_code_cell, new_output
+from nbformat.v4 import new_output
+from nbgrader.preprocessors import Execute
 from traitlets import Integer, Unicode
 
-from nbgrader.preprocessors import Execute
+from .messages import (
+    GUARD_REPLY,
+    GUARD_REQUEST,
+    CellReport,
+    ExecutionReport,
+    GuardReply,
+    Integrity,
+    KernelStatus,
+    MessageError,
+)
 
 TIMEOUT_ERROR = "CellTimeoutError"
 
@@ -40,7 +56,7 @@ def split_hidden(source: str) -> tuple[str, str | None]:
     starts = [i for i, line in enumerate(lines) if line.strip() == "### BEGIN HIDDEN TESTS" and line == line.lstrip()]
     if len(starts) != 1:
         return source, None
-    visible, hidden = "\n".join(lines[:starts[0]]), "\n".join(lines[starts[0]:])
+    visible, hidden = "\n".join(lines[: starts[0]]), "\n".join(lines[starts[0] :])
     try:
         ast.parse(visible)
         ast.parse(hidden)
@@ -67,17 +83,19 @@ class SandboxedExecute(Execute):
         self._nonce = secrets.token_hex(12)
         self._dead_reason = None
         self._consecutive_timeouts = 0
-        self._report = {"cells": {}, "kernel_ending": None, "integrity": None, "started": time.time()}
+        self._report = ExecutionReport()
+        started = time.time()
         try:
             with self.setup_kernel():
                 info = self.wait_for_reply(self.kc.kernel_info())
+                self._report.kernel_start_s = round(time.time() - started, 3)  # sandbox start to first reply
                 self.nb.metadata["language_info"] = info["content"]["language_info"]
                 for index, cell in enumerate(self.nb.cells):
                     self.preprocess_cell(cell, resources, index)
                 if self._dead_reason is None:
-                    self._report["integrity"] = self._integrity_report()
+                    self._report.integrity = self._integrity_report()
         finally:
-            self._report["seconds"] = round(time.time() - self._report.pop("started"), 3)
+            self._report.seconds = round(time.time() - started, 3)
             self._write_report()
         self.set_widgets_metadata()
         return self.nb, self.resources
@@ -89,10 +107,10 @@ class SandboxedExecute(Execute):
         meta = cell.metadata.get("nbgrader", {})
         label = meta.get("grade_id") or f"cell {index}"
         is_test = bool(meta.get("grade")) and not meta.get("solution")
-        record = self._report["cells"].setdefault(label, {})
+        record = self._report.cells.setdefault(label, CellReport())
         if self._dead_reason is not None:
             cell.outputs = [_error_output("KernelDied", f"not run: the kernel {self._dead_reason}")]
-            record["not_run"] = True
+            record.not_run = True
             return cell, self.resources
         original = cell.source
         canary = f"[grader-canary {self._nonce} {index}]"
@@ -105,67 +123,137 @@ class SandboxedExecute(Execute):
         except DeadKernelError:
             self._dead_reason = self._kernel_ending()
             cell.outputs.append(_error_output("KernelDied", f"the kernel {self._dead_reason} while running this cell"))
-            record["kernel_died"] = True
+            record.kernel_died = True
         finally:
             cell.source = original
-            record["seconds"] = round(time.time() - started, 2)
+            record.seconds = round(time.time() - started, 2)
         errors = [output for output in cell.outputs if output.output_type == "error"]
         if is_test:
-            record["canary"] = self._remove_canary(cell, canary)
-            if not record["canary"] and not errors:
-                cell.outputs.append(_error_output(
-                    "GraderCheckFailed", "the test code did not run to its end (it was changed or skipped)"))
-                record["canary_missing_without_error"] = True
+            record.canary = self._remove_canary(cell, canary)
+            if not record.canary and not errors:
+                cell.outputs.append(
+                    _error_output(
+                        "GraderCheckFailed", "the test code did not run to its end (it was changed or skipped)"
+                    )
+                )
+                record.canary_missing_without_error = True
         if any(output.get("ename") == TIMEOUT_ERROR for output in errors):
-            record["timeout"] = True
+            record.timeout = True
             self._consecutive_timeouts += 1
             if self._consecutive_timeouts >= 2 and self._dead_reason is None:
                 self._dead_reason = "stopped answering interrupts after two cell timeouts"
                 self._stop_kernel()
         else:
             self._consecutive_timeouts = 0
-        guard_cut = any("output cut by the grader" in str(output.get("text", "")) or
-                        "removed by the grader" in json.dumps(output.get("data", {}))[:2000] for output in cell.outputs)
+        guard_cut = any(
+            "output cut by the grader" in str(output.get("text", ""))
+            or "removed by the grader" in json.dumps(output.get("data", {}))[:2000]
+            for output in cell.outputs
+        )
         if self._limit_outputs(cell) or guard_cut:
-            record["output_cut"] = True
+            record.output_cut = True
         return cell, self.resources
 
-    def _run_test_cell(self, cell, index: int, original: str, canary: str, record: dict) -> None:
+    def _run_test_cell(self, cell, index: int, original: str, canary: str, record: CellReport) -> None:
         """Visible part, then (after another reset) the hidden part with the canary at its end.
 
         Learner code called by the visible checks could patch what the hidden checks use; resetting
-        the kernel in between means the hidden checks always start from a clean state.
+        the kernel in between means the hidden checks always start from a clean state. After the
+        hidden part the guard says whether anything changed while it ran: then its result cannot be
+        trusted, and the test fails.
         """
         visible, hidden = split_hidden(original)
-        if self._consecutive_timeouts == 0 and not self._restore_kernel_state():
-            record["restore_failed"] = True
+        if self._consecutive_timeouts == 0 and not self._restore_kernel_state(cell, record):
+            return
         if hidden is None:
             cell.source = original + f"\nprint({canary!r})\n"
             self.execute_cell(cell, index, store_history=True)
+            self._verify_kernel_state(cell, record)
             return
         cell.source = visible
         self.execute_cell(cell, index, store_history=True)
         visible_outputs = list(cell.outputs)
         if any(output.output_type == "error" for output in visible_outputs):
             return  # the cell fails at its visible part, as it would in one piece
-        if not self._restore_kernel_state():
-            record["restore_failed"] = True
+        if not self._restore_kernel_state(cell, record):
+            cell.outputs = visible_outputs + list(cell.outputs)
+            return
         cell.source = hidden + f"\nprint({canary!r})\n"
         self.execute_cell(cell, index, store_history=True)
+        self._verify_kernel_state(cell, record)
         cell.outputs = visible_outputs + list(cell.outputs)
 
-    def _restore_kernel_state(self) -> bool:
-        """Ask the kernel guard to undo learner tampering before a test cell (see kernel_guard.py)."""
+    def _ask_guard(self, command: str) -> GuardReply | None:
+        """Send the kernel guard a request of its own message type; its answer, or None."""
+        nonce = secrets.token_hex(8)
+        message = self.kc.session.msg(GUARD_REQUEST, {"command": command, "nonce": nonce})
         try:
-            message_id = self.kc.execute('__import__("sys").modules["course_grader_guard"].restore()',
-                                         silent=True, store_history=False)
-            reply = self.wait_for_reply(message_id)
+            self.kc.shell_channel.send(message)
+            reply = self.wait_for_reply(message["header"]["msg_id"])
         except DeadKernelError:
-            return False
-        except Exception as error:  # a timeout: the test cell will tell what state the kernel is in
-            self.log.warning("restoring the kernel state failed: %s", error)
-            return False
-        return bool(reply) and reply.get("content", {}).get("status") == "ok"
+            raise
+        except Exception as error:  # a timeout: the test cell will say what state the kernel is in
+            self.log.warning("the kernel guard did not answer %r: %s", command, error)
+            return None
+        if not reply or reply.get("msg_type") != GUARD_REPLY:
+            return None
+        try:
+            answer = GuardReply.from_dict(reply.get("content"), f"the kernel guard's answer to {command!r}")
+        except MessageError as error:
+            self.log.warning("%s", error)
+            return None
+        return None if answer.nonce != nonce or answer.error else answer
+
+    def _restore_kernel_state(self, cell, record: CellReport) -> bool:
+        """Before a test part: the guard undoes learner tampering. False (and the test failed) when it
+        could not, so that the test never runs on references the grader knows are wrong."""
+        try:
+            answer = self._ask_guard("restore")
+        except DeadKernelError:
+            return True  # the test cell will find the dead kernel and say so
+        if answer is None:
+            record.restore_failed = True
+            reason = "the grader could not reset the kernel before this test (tampering suspected)"
+        elif answer.not_undone:
+            record.restore_failed = True
+            record.not_undone = list(answer.not_undone)[:10]
+            reason = "the grader could not undo what the notebook changed before this test: " + "; ".join(
+                record.not_undone
+            )
+        else:
+            return True
+        cell.outputs.append(
+            _error_output(
+                "GraderCheckFailed", reason + ". The test scores 0 and your instructor will review the notebook."
+            )
+        )
+        return False
+
+    def _verify_kernel_state(self, cell, record: CellReport) -> None:
+        """After a test part: did anything the tests rely on change while it ran? Then it fails."""
+        try:
+            answer = self._ask_guard("verify")
+        except DeadKernelError:
+            return
+        if answer is None:
+            problem = "the grader could not check the kernel after this test (tampering suspected)"
+            record.verify_failed = True
+        elif answer.changed or answer.not_undone:
+            changed = list(answer.changed) + list(answer.not_undone)
+            count = answer.changed_count
+            record.changed_during_test = changed[:10]
+            shown = ", ".join(changed[:5]) + (f" and {count - 5} more" if count > 5 else "")
+            problem = (
+                f"while this test ran, the notebook's code changed what the test relies on ({shown}), "
+                "so its result cannot be trusted"
+            )
+        else:
+            return
+        cell.outputs.append(
+            _error_output(
+                "GraderCheckFailed", problem + ". The test scores 0 and your instructor will review the notebook."
+            )
+        )
 
     def _remove_canary(self, cell, canary: str) -> bool:
         """Take the canary line out of the cell's stdout; True if it was there."""
@@ -208,11 +296,10 @@ class SandboxedExecute(Execute):
         deadline = time.time() + 3
         while self.status_path and time.time() < deadline:
             try:
-                with open(self.status_path) as handle:
-                    status = json.load(handle)
-                self._report["kernel_ending"] = status
-                return status.get("ending", "died")
-            except (OSError, ValueError):
+                status = KernelStatus.read(self.status_path)
+                self._report.kernel_ending = status
+                return status.ending
+            except (OSError, ValueError):  # not written yet (or not completely)
                 time.sleep(0.1)
         return "died"
 
@@ -222,33 +309,19 @@ class SandboxedExecute(Execute):
         except Exception as error:  # the kernel may already be gone
             self.log.warning("could not stop the kernel: %s", error)
 
-    def _integrity_report(self) -> dict:
-        """Ask the kernel guard what learner code replaced (see kernel_guard.py)."""
-        probe = new_code_cell(f"import course_grader_guard as _course_grader_guard\n"
-                              f"_course_grader_guard.report({self._nonce!r})")
-        self.nb.cells.append(probe)
+    def _integrity_report(self) -> Integrity:
+        """Ask the kernel guard what learner code replaced or tried (see kernel_guard.py)."""
         try:
-            self.execute_cell(probe, len(self.nb.cells) - 1, store_history=False)
+            answer = self._ask_guard("report")
         except DeadKernelError:
-            return {"ok": False, "problems": ["the kernel died while the grader checked it"]}
-        finally:
-            self.nb.cells.pop()
-        text = "".join(output.get("text", "") for output in probe.outputs if output.output_type == "stream")
-        for line in text.splitlines():
-            try:
-                answer = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(answer, dict) and answer.get("course_grader_guard") == self._nonce:
-                problems = [str(problem) for problem in answer.get("problems", [])]
-                return {"ok": not problems, "problems": problems}
-        errors = [f"{output.get('ename')}: {output.get('evalue')}" for output in probe.outputs
-                  if output.output_type == "error"]
-        return {"ok": False, "problems": ["the kernel guard did not answer" + (f" ({errors[0]})" if errors else "")]}
+            return Integrity(ok=False, problems=["the kernel died while the grader checked it"])
+        if answer is None:
+            return Integrity(ok=False, problems=["the kernel guard did not answer"])
+        problems = [str(problem) for problem in answer.problems]
+        return Integrity(ok=not problems, problems=problems)
 
     def _write_report(self) -> None:
         if not self.report_path:
             return
         os.makedirs(os.path.dirname(self.report_path), exist_ok=True)
-        with open(self.report_path, "w") as handle:
-            json.dump(self._report, handle, indent=1, default=str)
+        self._report.write(self.report_path, indent=1)

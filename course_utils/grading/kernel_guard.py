@@ -1,216 +1,368 @@
 """Installed in every learner's kernel during grading, before any learner code (standard library only).
 
-Two jobs:
+Three jobs:
 
-1. Output limits. Every output message leaves the kernel through `Session.send`; the guard caps
-   each message and the total per cell, so `print` in an endless loop cannot flood the grader.
-   Text beyond the cell's limit is dropped already when it is written to sys.stdout/sys.stderr,
-   so a printing loop cannot fill the kernel's memory between two flushes either.
-   Errors are always delivered (shortened if huge), and when stderr text is dropped a short stderr
-   note is kept, so that truncation never turns a failing cell into a passing one.
-2. A tripwire. It remembers the objects the tests rely on (builtins, NumPy and PyTorch checks,
-   IPython's execution machinery, interpreter hooks). Before every test cell the grader calls
-   `course_grader_guard.restore()`, which puts back whatever learner code replaced (patched
-   library functions, custom exception handlers, input or AST transformers, trace functions,
-   import hooks, torch function modes), so that tests run with the real checks. At the end the
-   grader calls `course_grader_guard.report(nonce)`, which prints one JSON line listing what was
-   restored and what is still changed. Learner code can try to silence the guard, but only with
-   constructs the static checks flag, and a missing report is itself reported.
+1. Output limits (guard_output.py). Every output message leaves the kernel through `Session.send`;
+   the guard caps each message and the total per cell, so `print` in an endless loop cannot flood
+   the grader, and truncation never turns a failing cell into a passing one.
+2. References the tests rely on (the snapshot: guard_references.py). Before any learner code runs,
+   the guard takes a snapshot of every name a test can reach: each function, class and module bound
+   in a loaded module's namespace (numpy, torch, math, the course's library and the modules the
+   assignment's tests import, which the warm kernel imports ahead for that reason), the methods and
+   descriptors of those modules' classes, the `sys.modules` entries, the builtins, IPython's
+   execution machinery and the interpreter hooks. Before each part of a test cell the grader asks the guard to `restore` the
+   snapshot (whatever learner code replaced, added over an inherited attribute, or removed is put
+   back), and after the hidden part to `verify` it: a reference that changed *while the test ran*
+   (learner code called by the test patched it) means the test's result cannot be trusted, and the
+   grader fails that test. What cannot be undone fails the test too. Changing a library function
+   in place (`__code__`, `__defaults__`) and installing trace or profile functions from notebook
+   code are refused outright (an audit hook, which cannot be removed).
+3. Threads. Notebook code may not start threads while it is graded (a thread could re-apply
+   patches between the guard's restore and the test): the guard refuses them, and before and
+   after every test it stops any thread running notebook code that got through anyway; one that
+   cannot be stopped fails the test.
+
+The grader talks to the guard with its own Jupyter message (`course_guard_request` on the shell
+channel, answered by `course_guard_reply`), handled by the kernel directly: no code is executed in
+the notebook's namespace for it, so nothing learner code rebinds there (`__import__`, `sys.modules`,
+the guard's module) can intercept it. The guard's own code runs with a private copy of the builtins.
+Learner code can still try to disable the guard, but only with constructs the static checks flag
+(`get_ipython`, `gc`, frames, `ctypes`), and each request's reply carries the grader's nonce.
+
+The guard's files are loaded by their paths with a private copy of the builtins (warmkernel.load_guard
+loads this one; this one loads the others, see `_part`), and none of them stays in sys.modules.
 """
+
 from __future__ import annotations
 
+import _thread
 import builtins
-import json
+import ctypes
+import importlib
+import importlib.util
 import os
 import sys
+import threading
+import time
 import types
 
-OUTPUT_MESSAGES = {"stream", "display_data", "execute_result", "update_display_data", "error"}
-CHECKED_ATTRIBUTES = {
-    "numpy": "allclose isclose array_equal array asarray abs max min exp sum all any isfinite ndarray float64 "
-             "max maximum where".split(),
-    "numpy.testing": "assert_allclose assert_array_equal assert_equal assert_array_almost_equal".split(),
-    "math": "isclose sqrt exp isfinite fabs".split(),
-    "torch": "allclose isclose equal tensor as_tensor from_numpy Tensor softmax float32 float64".split(),
-    "torch.testing": "assert_close".split(),
-    "torch.nn.functional": "softmax scaled_dot_product_attention".split(),
-    "json": "dumps loads".split(),
-    "sys": "stdout stderr".split(),
-}
-TENSOR_METHODS = "tolist detach cpu numpy double float __eq__ __array__ __bool__ __float__ __torch_function__".split()
-SHELL_METHODS = ("run_cell run_cell_async run_ast_nodes run_code transform_cell showtraceback _showtraceback "
-                 "showsyntaxerror CustomTB set_custom_exc ex ev should_run_async").split()
-# IPython swaps these builtins in and out around every execution, and sets `_` to the last result.
-IPYTHON_MANAGED_BUILTINS = {"exit", "quit", "get_ipython", "display", "__IPYTHON__", "dreload", "_", "__", "___",
-                            "input", "raw_input"}
-_MISSING = object()
+
+def _part(filename: str) -> types.ModuleType:
+    """A file of the guard's, loaded the way the guard is (warmkernel.load_guard): by its path, with the
+    guard's builtins (a private copy in a kernel), and not left in sys.modules, where notebook code
+    could reach it (it is there while it runs: dataclasses look their module up)."""
+    name = f"course_grader_guard_{filename.removesuffix('.py')}"
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(os.path.dirname(os.path.abspath(__file__)), filename)
+    )
+    part = importlib.util.module_from_spec(spec)
+    vars(part)["__builtins__"] = __builtins__
+    sys.modules[name] = part
+    try:
+        spec.loader.exec_module(part)
+    finally:
+        del sys.modules[name]
+    return part
 
 
-def _current(container, key):
-    """What a watched place holds now: a dict entry, a class attribute as stored, or an attribute."""
-    if isinstance(container, dict):
-        return container.get(key, _MISSING)
-    if isinstance(container, type):
-        return _raw_attribute(container, key)
-    return getattr(container, key, _MISSING)
+_references, _output, _messages = _part("guard_references.py"), _part("guard_output.py"), _part("messages.py")
+_References, _OutputLimiter = _references.References, _output.OutputLimiter
+raw_attribute, trusted_roots = _references.raw_attribute, _references.trusted_roots
+MESSAGE, REPLY = _messages.GUARD_REQUEST, _messages.GUARD_REPLY  # the grader's request, the guard's answer
+SHELL_METHODS = (
+    "run_cell run_cell_async run_ast_nodes run_code transform_cell showtraceback _showtraceback "
+    "showsyntaxerror CustomTB set_custom_exc ex ev should_run_async"
+).split()
+MOST_LISTED = 40
+_FUNCTION_PARTS = {"__code__", "__defaults__", "__kwdefaults__"}
+_prepared: "_References | None" = None
 
 
-def _raw_attribute(klass, name):
-    """The attribute as stored in the class (getattr would build a fresh bound object each time)."""
-    for base in klass.__mro__:
-        if name in vars(base):
-            return vars(base)[name]
-    return _MISSING
+def prepare() -> None:
+    """Take the snapshot ahead, in the warm kernel, after its libraries are imported (see sandbox.py)."""
+    global _prepared
+    _prepared = _References(trusted_roots())
 
 
 def install(app, settings: dict) -> None:
+    """Put the guard into a started IPython kernel app: output limits, then the tripwire. `settings`: a
+    GuardSettings as a dict (messages.py)."""
     shell, kernel = app.shell, app.kernel
-    sessions = {id(obj): obj for obj in (kernel.session, getattr(shell.displayhook, "session", None),
-                                         getattr(shell.display_pub, "session", None),
-                                         getattr(sys.stdout, "session", None), getattr(sys.stderr, "session", None))
-                if obj is not None}
+    sessions = {
+        id(obj): obj
+        for obj in (
+            kernel.session,
+            getattr(shell.displayhook, "session", None),
+            getattr(shell.display_pub, "session", None),
+            getattr(sys.stdout, "session", None),
+            getattr(sys.stderr, "session", None),
+        )
+        if obj is not None
+    }
     limiter = _OutputLimiter(int(settings.get("message_chars", 200_000)), int(settings.get("cell_chars", 2_000_000)))
     for session in sessions.values():
         limiter.wrap(session)
     for stream in (sys.stdout, sys.stderr):
         limiter.wrap_stream(stream)
-    tripwire = _Tripwire(shell)
-    module = types.ModuleType("course_grader_guard")
-    module.report = tripwire.report
-    module.restore = tripwire.restore
-    sys.modules["course_grader_guard"] = module
+    _quiet_library_threads()
+    _Tripwire(shell, kernel)  # reached through its message handler (see _Tripwire._handle)
 
 
-class _OutputLimiter:
-    def __init__(self, message_chars: int, cell_chars: int):
-        self.message_chars, self.cell_chars = message_chars, cell_chars
-        self.used: dict[str, int] = {}
-        self.noted: set[str] = set()
-        self.written: dict[tuple[str, str], int] = {}   # (cell, stream name) -> characters buffered
-
-    def wrap_stream(self, stream) -> None:
-        """Drop text written past the cell's limit before the kernel buffers it.
-
-        One character more than the limit is let through, so that `limit` below still sees the
-        excess and adds its note to the cell's output.
-        """
-        original = getattr(stream, "write", None)
-        if original is None or not hasattr(stream, "parent_header"):
-            return
-        limit = self.cell_chars + 1
-
-        def write(text):
-            parent = getattr(stream, "parent_header", None) or {}
-            key = ((parent.get("header") or parent).get("msg_id", ""), getattr(stream, "name", ""))
-            written = self.written.get(key, 0)
-            if not isinstance(text, str) or written + len(text) <= limit:
-                self.written[key] = written + (len(text) if isinstance(text, str) else 0)
-                return original(text)
-            kept = text[:max(limit - written, 0)]
-            self.written[key] = limit
-            if kept:
-                original(kept)
-            return len(text)
-
-        stream.write = write
-
-    def wrap(self, session) -> None:
-        original = session.send
-        limiter = self
-
-        def send(stream, msg_or_type, content=None, parent=None, ident=None, buffers=None, track=False,
-                 header=None, metadata=None):
-            if isinstance(msg_or_type, dict):
-                message_type = msg_or_type.get("header", {}).get("msg_type")
-                parent_id = msg_or_type.get("parent_header", {}).get("msg_id", "")
-                body = msg_or_type.get("content")
-            else:
-                message_type = msg_or_type
-                source = parent or {}
-                parent_id = (source.get("header") or source).get("msg_id", "")
-                body = content
-            if message_type in OUTPUT_MESSAGES and isinstance(body, dict):
-                replacement = limiter.limit(message_type, parent_id, body)
-                if replacement is None:
-                    return None
-                if isinstance(msg_or_type, dict):
-                    msg_or_type = dict(msg_or_type, content=replacement)
-                else:
-                    content = replacement
-            return original(stream, msg_or_type, content, parent, ident, buffers, track, header, metadata)
-
-        session.send = send
-
-    def limit(self, message_type: str, parent_id: str, body: dict) -> dict | None:
-        if message_type == "error":
-            shortened = dict(body)
-            shortened["evalue"] = str(body.get("evalue", ""))[:10_000]
-            shortened["traceback"] = [str(line)[:10_000] for line in list(body.get("traceback", []))[:200]]
-            return shortened
-        used = self.used.get(parent_id, 0)
-        left = max(self.cell_chars - used, 0)
-        if message_type == "stream":
-            text = str(body.get("text", ""))
-            allowed = min(len(text), self.message_chars, left)
-            self.used[parent_id] = used + allowed
-            if allowed == len(text):
-                return body
-            kept = text[:allowed]
-            note_key = f"{parent_id}:{body.get('name')}"
-            if note_key not in self.noted:
-                self.noted.add(note_key)
-                kept += f"\n[output cut by the grader: more than {self.cell_chars} characters in this cell]\n"
-            elif not kept:
-                return None
-            return dict(body, text=kept)
-        data = body.get("data", {})
-        size = sum(len(str(value)) for value in data.values()) if isinstance(data, dict) else 0
-        if size <= min(self.message_chars, left):
-            self.used[parent_id] = used + size
-            return body
-        self.used[parent_id] = self.cell_chars
-        return dict(body, data={"text/plain": f"[display output of {size} characters removed by the grader]"},
-                    metadata={})
+def _quiet_library_threads() -> None:
+    """tqdm starts a monitor thread with its first progress bar; threads are refused to notebook code,
+    and the monitor only tidies up stalled bars, so it is switched off."""
+    tqdm_std = sys.modules.get("tqdm.std")
+    if tqdm_std is not None:
+        tqdm_std.tqdm.monitor_interval = 0
 
 
 class _Tripwire:
-    """Remembers the objects tests rely on; `report` says which ones learner code replaced."""
+    """Keeps the tests' references as they were before learner code ran (see the module's docstring)."""
 
-    def __init__(self, shell):
-        self.shell = shell
-        self.watched: list[tuple[str, object, str, object]] = []   # (label, container, key, original)
-        self.print_line = sys.stdout.write
-        self.flush = sys.stdout.flush
-        self.dumps = json.dumps
+    def __init__(self, shell, kernel):
+        self.shell, self.kernel = shell, kernel
+        self.roots = trusted_roots()
         self.work_dir = os.getcwd()
-        for name, value in vars(builtins).items():
-            if name in IPYTHON_MANAGED_BUILTINS:
-                continue
-            self.watched.append((f"builtins.{name}", vars(builtins), name, value))
-        for module_name, attributes in CHECKED_ATTRIBUTES.items():
-            module = sys.modules.get(module_name)
-            if module is None:
-                continue
-            self.watched.append((f"sys.modules[{module_name!r}]", sys.modules, module_name, module))
-            for attribute in attributes:
-                self.watched.append((f"{module_name}.{attribute}", module, attribute, getattr(module, attribute, _MISSING)))
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            for method in TENSOR_METHODS:
-                self.watched.append((f"torch.Tensor.{method}", torch.Tensor, method, _raw_attribute(torch.Tensor, method)))
-        numpy = sys.modules.get("numpy")
-        if numpy is not None:
-            for method in ("__eq__", "__array_function__", "__array_ufunc__", "tolist"):
-                self.watched.append((f"numpy.ndarray.{method}", numpy.ndarray, method, _raw_attribute(numpy.ndarray, method)))
+        self.restored: list[str] = []  # what was undone before a test, over the whole notebook
+        self.refused: list[str] = []  # what notebook code tried and the guard refused
+        self.changed_during: list[str] = []
+        self.undone_before_import: list[str] = []
+        self.undone_since_check: list[str] = []  # undone by import windows since the last restore or verify
+        self.threads_stopped: list[str] = []
+        self.window = False
+        self.current_frames, self.get_ident = sys._current_frames, threading.get_ident
+        self.send = kernel.session.send
+        # Installed before the snapshot is re-read, so that they are what it holds and restores.
+        self._refuse_threads()
+        self._watch_imports()
+        self.references = _prepared if _prepared is not None else _References(self.roots)
+        # The snapshot is re-read when the first cell (or the grader's first request) arrives: until
+        # then only the kernel's own start-up has run, and the kernel answers sooner.
+        self.started = False
+        original_execute = kernel.shell_handlers["execute_request"]
+
+        async def execute_request(stream, ident, parent):
+            self._start()
+            result = original_execute(stream, ident, parent)
+            if hasattr(result, "__await__"):
+                result = await result
+            return result
+
+        kernel.shell_handlers["execute_request"] = execute_request
         shell_class = type(shell)
-        for method in SHELL_METHODS:
-            self.watched.append((f"IPython shell method {method}", shell_class, method, _raw_attribute(shell_class, method)))
+        self.shell_methods = [(name, raw_attribute(shell_class, name)) for name in SHELL_METHODS]
         self.instance_overrides = {name for name in SHELL_METHODS if name in vars(shell)}
+        self.handler = self._handle  # one bound method, so that its identity can be checked
+        kernel.shell_handlers[MESSAGE] = self.handler
         self.state = self._shell_state()
         self.modules_before = set(sys.modules)
         self.saved = self._saved_objects()
-        self.restored: list[str] = []
+        sys.addaudithook(self._audit)
 
+    def _start(self) -> None:
+        """Before anything of the notebook's runs: what the kernel's start-up changed is accepted."""
+        if not self.started:
+            self.references.rebase()
+            self.started = True
+
+    # -- what the grader asks -------------------------------------------------------------------
+    def _handle(self, stream, ident, parent) -> None:
+        self._start()
+        content = parent.get("content", {}) if isinstance(parent, dict) else {}
+        command = content.get("command")
+        try:
+            if command == "restore":
+                answer = self.restore()
+            elif command == "verify":
+                answer = self.verify()
+            elif command == "report":
+                answer = {"problems": self.problems(), "checked": self.references.size()}
+            else:
+                answer = {"error": f"unknown command {command!r}"}
+        except BaseException as error:  # the grader must hear of it, whatever happened
+            answer = {"error": f"{type(error).__name__}: {error}"[:2000]}
+        answer["nonce"] = content.get("nonce")
+        self.send(stream, REPLY, answer, parent, ident)
+
+    def restore(self) -> dict:
+        """Before a test: stop notebook threads, then undo whatever learner code replaced."""
+        threads = self._stop_notebook_threads()
+        changed, stuck = self.references.changes(undo=True)
+        changed += self._restore_shell()
+        self.restored.extend(item for item in changed if item not in self.restored)
+        self.undone_since_check.clear()
+        return {"undone": changed[:MOST_LISTED], "undone_count": len(changed), "not_undone": stuck + threads}
+
+    def verify(self) -> dict:
+        """After a test: what changed while it ran (learner code called by the test); put back too."""
+        threads = self._stop_notebook_threads()
+        changed, stuck = self.references.changes(undo=True)
+        changed += self._restore_shell()
+        # What an import in the middle of the test put back was changed during the test all the same.
+        changed += [item for item in dict.fromkeys(self.undone_since_check) if item not in changed]
+        self.undone_since_check.clear()
+        self.changed_during.extend(item for item in changed if item not in self.changed_during)
+        return {"changed": changed[:MOST_LISTED], "changed_count": len(changed), "not_undone": stuck + threads}
+
+    def problems(self) -> list[str]:
+        problems = [f"undone before a test: {item} had been replaced" for item in self.restored]
+        problems += [f"changed while a test ran: {item}" for item in self.changed_during]
+        problems += [
+            f"undone before a library was imported: {item} had been replaced" for item in self.undone_before_import
+        ]
+        problems += [f"refused: {item}" for item in self.refused]
+        problems += [f"stopped a thread started by the notebook: {item}" for item in self.threads_stopped]
+        changed, _ = self.references.changes(undo=False)
+        problems += [f"{item} was replaced" for item in changed]
+        overridden = {name for name in SHELL_METHODS if name in vars(self.shell)} - self.instance_overrides
+        problems += [f"IPython shell method {name} was overridden on the instance" for name in sorted(overridden)]
+        state = self._shell_state()
+        problems += [f"{name} changed" for name, value in state.items() if value != self.state[name]]
+        problems += self._torch_modes() + self._subclasses() + self._shadowed_builtins()
+        for name in sorted(set(sys.modules) - self.modules_before):
+            module_file = getattr(sys.modules.get(name), "__file__", None) or ""
+            if module_file.startswith(self.work_dir + os.sep):
+                problems.append(f"imported a module from the notebook's folder: {name}")
+        return list(dict.fromkeys(problems))
+
+    # -- notebook code, threads and refusals ----------------------------------------------------
+    def notebook_code(self, code) -> bool:
+        """Code that comes from the notebook (its cells, strings it executed, files in its folder)."""
+        return not code.co_filename.startswith(self.roots)
+
+    def called_from_notebook(self, frame) -> bool:
+        while frame is not None:
+            if self.notebook_code(frame.f_code):
+                return True
+            frame = frame.f_back
+        return False
+
+    def _audit(self, event: str, args: tuple) -> None:
+        """Refused to notebook code: trace and profile functions, library functions changed in place."""
+        if event in ("sys.settrace", "sys.setprofile"):
+            if self.called_from_notebook(sys._getframe(1)):
+                self._refuse(f"{event}() from the notebook (a trace function can skip or change the tests)")
+        elif event == "object.__setattr__" and len(args) >= 2 and args[1] in _FUNCTION_PARTS:
+            target = args[0]
+            code = getattr(target, "__code__", None) if isinstance(target, types.FunctionType) else None
+            # Only where the notebook itself does it: libraries set these on their own new wrappers.
+            if code is not None and not self.notebook_code(code) and self.notebook_code(sys._getframe(1).f_code):
+                self._refuse(f"changing {getattr(target, '__module__', '?')}.{target.__qualname__}.{args[1]} in place")
+        elif event in ("_thread.start_new_thread", "_thread.start_joinable_thread"):  # Python 3.13 and later
+            if self.called_from_notebook(sys._getframe(1)):
+                self._refuse("starting a thread from the notebook")
+
+    def _refuse(self, what: str) -> None:
+        if what not in self.refused:
+            self.refused.append(what)
+        raise RuntimeError(f"The grader does not allow {what} while a notebook is graded.")
+
+    def _watch_imports(self) -> None:
+        """Imports that load new modules run in a window: the snapshot is restored first (nothing of
+        the notebook's is in force while a library starts up), and what the libraries change about
+        themselves meanwhile is taken into the snapshot. Nothing changes for an import of a module
+        that is loaded already."""
+        import_statement, import_module = builtins.__import__, importlib.import_module
+        guard, main_thread = self, threading.get_ident()
+        resolve = importlib.util.resolve_name
+
+        def loads_something(name, package, fromlist, level) -> bool:
+            try:
+                absolute = resolve(("." * level) + name, package) if level else name
+            except (ImportError, ValueError, TypeError):
+                return True
+            if absolute not in sys.modules:
+                return True
+            names = vars(sys.modules[absolute])  # not hasattr: a module's __getattr__ may import
+            return any(
+                f"{absolute}.{item}" not in sys.modules and item not in names
+                for item in (fromlist or ())
+                if isinstance(item, str) and item != "*"
+            )
+
+        def windowed(function, *args):
+            if guard.window or not guard.started or guard.get_ident() != main_thread:
+                return function(*args)
+            guard.window = True
+            try:
+                undone, _ = guard.references.changes(undo=True)
+                guard.undone_before_import.extend(item for item in undone if item not in guard.undone_before_import)
+                guard.undone_since_check.extend(undone)  # during a test, the test's result is not trusted
+                before = set(sys.modules)
+                try:
+                    return function(*args)
+                finally:
+                    # Only library code ran, unless a module came from a file of the notebook's.
+                    new = set(sys.modules) - before
+                    libraries_only = all(guard.references.trusted_module(sys.modules.get(name)) for name in new)
+                    if libraries_only:
+                        guard.references.changes(undo=False, accept_trusted=True)
+                    guard.references.add_new_modules(fileless=libraries_only)
+            finally:
+                guard.window = False
+
+        def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+            package = (globals or {}).get("__package__") or (globals or {}).get("__name__") if level else None
+            if not loads_something(name, package, fromlist, level):
+                return import_statement(name, globals, locals, fromlist, level)
+            return windowed(import_statement, name, globals, locals, fromlist, level)
+
+        def guarded_import_module(name, package=None):
+            level = len(name) - len(name.lstrip("."))
+            if not loads_something(name.lstrip("."), package, (), level):
+                return import_module(name, package)
+            return windowed(import_module, name, package)
+
+        guarded_import_module.__doc__, guarded_import_module.__name__ = import_module.__doc__, "import_module"
+        builtins.__import__ = guarded_import
+        importlib.import_module = guarded_import_module
+
+    def _refuse_threads(self) -> None:
+        """Python 3.11 and 3.12 raise no audit event for a new thread: the functions are wrapped instead."""
+        start = _thread.start_new_thread
+        guard = self
+
+        def start_new_thread(function, args, kwargs=None):
+            if guard.called_from_notebook(sys._getframe(1)):
+                guard._refuse("starting a thread from the notebook")
+            return start(function, args, kwargs) if kwargs is not None else start(function, args)
+
+        for owner, name in ((_thread, "start_new_thread"), (_thread, "start_new"), (threading, "_start_new_thread")):
+            if getattr(owner, name, None) is start:
+                setattr(owner, name, start_new_thread)
+
+    def _notebook_threads(self) -> dict[int, str]:
+        """Threads (other than this one) that are running notebook code, with where they are."""
+        found = {}
+        current = self.get_ident()
+        for ident, frame in self.current_frames().items():
+            if ident == current:
+                continue
+            place = frame
+            while place is not None:
+                if self.notebook_code(place.f_code):
+                    found[ident] = f"{place.f_code.co_name} (thread {ident})"
+                    break
+                place = place.f_back
+        return found
+
+    def _stop_notebook_threads(self) -> list[str]:
+        """Stop threads running notebook code; those that do not stop are returned."""
+        threads = self._notebook_threads()
+        if not threads:
+            return []
+        for ident in threads:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(SystemExit))
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and set(threads) & set(self._notebook_threads()):
+            time.sleep(0.01)
+        left = self._notebook_threads()
+        for ident, where in threads.items():
+            if ident not in left and where not in self.threads_stopped:
+                self.threads_stopped.append(where)
+        return [f"a thread started by the notebook is still running: {where}" for ident, where in left.items()]
+
+    # -- IPython's execution machinery and the interpreter's hooks -------------------------------
     def _shell_state(self) -> dict:
         shell = self.shell
         manager = getattr(shell, "input_transformer_manager", None)
@@ -222,17 +374,25 @@ class _Tripwire:
             "input transformer manager": id(manager),
             "input transformer manager lists": tuple(
                 tuple(id(item) for item in getattr(manager, name, ()))
-                for name in ("cleanup_transforms", "line_transforms", "token_transformers")),
+                for name in ("cleanup_transforms", "line_transforms", "token_transformers")
+            ),
             "compiler": id(shell.compile),
             "display hook": id(shell.displayhook),
             "display publisher": id(shell.display_pub),
             # Libraries register callbacks and import hooks of their own; only the notebook's count.
-            "event callbacks": tuple(sorted(name for name, callbacks in shell.events.callbacks.items()
-                                            for callback in callbacks if self._learner_made(callback))),
+            "event callbacks": tuple(
+                sorted(
+                    name
+                    for name, callbacks in shell.events.callbacks.items()
+                    for callback in callbacks
+                    if self._learner_made(callback)
+                )
+            ),
             "trace function": id(sys.gettrace()),
             "profile function": id(sys.getprofile()),
             "import hooks": tuple(id(item) for item in sys.meta_path if self._learner_made(item)),
             "path hooks": tuple(id(item) for item in sys.path_hooks if self._learner_made(item)),
+            "message handler": id(self.kernel.shell_handlers.get(MESSAGE)),
         }
 
     def _saved_objects(self) -> dict:
@@ -244,33 +404,31 @@ class _Tripwire:
             "input_transformers_cleanup": list(shell.input_transformers_cleanup),
             "input_transformers_post": list(shell.input_transformers_post),
             "manager": manager,
-            "manager_lists": {name: list(getattr(manager, name)) for name in
-                              ("cleanup_transforms", "line_transforms", "token_transformers") if hasattr(manager, name)},
-            "compile": shell.compile, "displayhook": shell.displayhook, "display_pub": shell.display_pub,
+            "manager_lists": {
+                name: list(getattr(manager, name))
+                for name in ("cleanup_transforms", "line_transforms", "token_transformers")
+                if hasattr(manager, name)
+            },
+            "compile": shell.compile,
+            "displayhook": shell.displayhook,
+            "display_pub": shell.display_pub,
             "callbacks": {name: list(callbacks) for name, callbacks in shell.events.callbacks.items()},
-            "meta_path": list(sys.meta_path), "path_hooks": list(sys.path_hooks),
+            "meta_path": list(sys.meta_path),
+            "path_hooks": list(sys.path_hooks),
         }
 
     def _learner_made(self, item) -> bool:
         module = getattr(item, "__module__", None) or getattr(type(item), "__module__", "")
         return module in ("__main__", self.shell.user_module.__name__) or str(module).startswith("__ipython")
 
-    def restore(self) -> None:
-        """Undo what learner code replaced, before a test cell runs; remembers what it undid."""
+    def _restore_shell(self) -> list[str]:
+        """Undo changes to IPython's execution machinery and the interpreter's hooks; what was undone."""
         undone = []
-        for label, container, key, original in self.watched:
-            current = _current(container, key)
-            if current is original:
-                continue
-            try:
-                if isinstance(container, dict):
-                    container[key] = original
-                else:
-                    setattr(container, key, original)
-                undone.append(label)
-            except Exception:
-                undone.append(f"{label} (could not be undone)")
-        shell, saved = self.shell, self.saved
+        shell, saved, shell_class = self.shell, self.saved, type(self.shell)
+        for name, original in self.shell_methods:
+            if raw_attribute(shell_class, name) is not original:
+                setattr(shell_class, name, original)
+                undone.append(f"IPython shell method {name}")
         for name in SHELL_METHODS:
             if name in vars(shell) and name not in self.instance_overrides:
                 delattr(shell, name)
@@ -304,6 +462,9 @@ class _Tripwire:
             for item in [item for item in hooks if self._learner_made(item)]:
                 hooks.remove(item)
                 undone.append(label)
+        if self.kernel.shell_handlers.get(MESSAGE) is not self.handler:
+            self.kernel.shell_handlers[MESSAGE] = self.handler
+            undone.append("the grader's message handler")
         if sys.gettrace() is not None:
             sys.settrace(None)
             undone.append("trace function")
@@ -312,43 +473,27 @@ class _Tripwire:
             undone.append("profile function")
         torch = sys.modules.get("torch")
         if torch is not None:
-            for length, pop, label in (("_len_torch_function_stack", "_pop_torch_function_stack", "torch function mode"),
-                                       ("_len_torch_dispatch_stack", "_pop_torch_dispatch_stack", "torch dispatch mode")):
+            for length, pop, label in (
+                ("_len_torch_function_stack", "_pop_torch_function_stack", "torch function mode"),
+                ("_len_torch_dispatch_stack", "_pop_torch_dispatch_stack", "torch dispatch mode"),
+            ):
                 try:
                     while getattr(torch._C, length)() > 0:
                         getattr(torch._C, pop)()
                         undone.append(label)
                 except Exception:
                     pass
-        self.restored.extend(item for item in undone if item not in self.restored)
-
-    def report(self, nonce: str) -> None:
-        problems = []
-        for label, container, key, original in self.watched:
-            current = _current(container, key)
-            if current is not original:
-                problems.append(f"{label} was replaced")
-        overridden = {name for name in SHELL_METHODS if name in vars(self.shell)} - self.instance_overrides
-        problems += [f"IPython shell method {name} was overridden on the instance" for name in sorted(overridden)]
-        state = self._shell_state()
-        problems += [f"{name} changed" for name, value in state.items() if value != self.state[name]]
-        problems += self._torch_modes() + self._subclasses() + self._shadowed_builtins()
-        for name in sorted(set(sys.modules) - self.modules_before):
-            module_file = getattr(sys.modules.get(name), "__file__", None) or ""
-            if module_file.startswith(self.work_dir + os.sep):
-                problems.append(f"imported a module from the notebook's folder: {name}")
-        problems = [f"undone before a test: {item} had been replaced" for item in self.restored] + problems
-        self.print_line(self.dumps({"course_grader_guard": nonce, "problems": problems,
-                                    "checked": len(self.watched) + len(state)}) + "\n")
-        self.flush()
+        return undone
 
     def _torch_modes(self) -> list[str]:
         torch = sys.modules.get("torch")
         found = []
         if torch is None:
             return found
-        for label, getter in (("a torch function mode is active", "_len_torch_function_stack"),
-                              ("a torch dispatch mode is active", "_len_torch_dispatch_stack")):
+        for label, getter in (
+            ("a torch function mode is active", "_len_torch_function_stack"),
+            ("a torch dispatch mode is active", "_len_torch_dispatch_stack"),
+        ):
             length = getattr(torch._C, getter, None)
             try:
                 if length is not None and length() > 0:
@@ -367,14 +512,35 @@ class _Tripwire:
             while pending:
                 subclass = pending.pop()
                 pending.extend(type.__subclasses__(subclass))
-                if subclass.__module__ in ("__main__", self.shell.user_module.__name__) or \
-                        subclass.__module__.startswith("__ipython"):
+                if subclass.__module__ in (
+                    "__main__",
+                    self.shell.user_module.__name__,
+                ) or subclass.__module__.startswith("__ipython"):
                     found.append(f"the notebook defines a subclass of {module_name}.{class_name}: {subclass.__name__}")
         return found
 
     def _shadowed_builtins(self) -> list[str]:
         user_namespace = self.shell.user_ns
-        names = sorted(name for name in ("print", "len", "isinstance", "type", "float", "int", "abs", "max", "min",
-                                         "all", "any", "sum", "range", "zip", "AssertionError", "Exception")
-                       if name in user_namespace and user_namespace[name] is not vars(builtins).get(name))
+        names = sorted(
+            name
+            for name in (
+                "print",
+                "len",
+                "isinstance",
+                "type",
+                "float",
+                "int",
+                "abs",
+                "max",
+                "min",
+                "all",
+                "any",
+                "sum",
+                "range",
+                "zip",
+                "AssertionError",
+                "Exception",
+            )
+            if name in user_namespace and user_namespace[name] is not vars(builtins).get(name)
+        )
         return [f"the notebook rebinds the builtin {name!r}" for name in names]

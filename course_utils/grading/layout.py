@@ -12,6 +12,7 @@ The repository root is nbgrader's course directory:
 Every setting that nbgrader also needs comes from the course's `nbgrader_config.py`, so that the
 `nbgrader` command and this package always agree; only paths are overridden here.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,11 +36,11 @@ class GradingSettings:
     cell_timeout_s: int = 60
     total_timeout_s: int = 300
     memory_mb: int = 3072
-    cpu_s: int = 0            # 0: same as total_timeout_s
-    max_processes: int = 64   # threads count too
+    cpu_s: int = 0  # 0: same as total_timeout_s
+    max_processes: int = 64  # threads count too
     preload: tuple[str, ...] = ("numpy", "torch")
     forbidden_calls: tuple[str, ...] = ()
-    allowed_imports: tuple[str, ...] = ()   # modules the static checks accept here (e.g. "time", "gc")
+    allowed_imports: tuple[str, ...] = ()  # modules the static checks accept here (e.g. "time", "gc")
 
     @classmethod
     def from_metadata(cls, metadata: dict, where: str) -> "GradingSettings":
@@ -52,13 +53,17 @@ class GradingSettings:
             if key in ("assignment", "title"):
                 continue
             if key not in known:
-                raise ValueError(f"{where}: unknown key metadata['course_grading'][{key!r}]; known keys: {sorted(known)}")
+                raise ValueError(
+                    f"{where}: unknown key metadata['course_grading'][{key!r}]; known keys: {sorted(known)}"
+                )
             if key in ("preload", "forbidden_calls", "allowed_imports"):
                 if not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
                     raise ValueError(f"{where}: metadata['course_grading'][{key!r}] must be a list of strings")
                 value = tuple(value)
             elif not (isinstance(value, int) and value > 0):
-                raise ValueError(f"{where}: metadata['course_grading'][{key!r}] must be a positive integer, got {value!r}")
+                raise ValueError(
+                    f"{where}: metadata['course_grading'][{key!r}] must be a positive integer, got {value!r}"
+                )
             values[key] = value
         return cls(**values)
 
@@ -73,7 +78,7 @@ class Assignment:
 
     id: str
     source_dir: Path
-    notebooks: tuple[str, ...]   # notebook names without ".ipynb"
+    notebooks: tuple[str, ...]  # notebook names without ".ipynb"
     settings: GradingSettings
 
     @property
@@ -115,8 +120,14 @@ class CourseLayout:
     output_dir: Path
 
     @classmethod
-    def from_directory(cls, course_dir: str | os.PathLike | None = None, *, exchange: str | os.PathLike | None = None,
-                       course_id: str | None = None, output_dir: str | os.PathLike | None = None) -> "CourseLayout":
+    def from_directory(
+        cls,
+        course_dir: str | os.PathLike | None = None,
+        *,
+        exchange: str | os.PathLike | None = None,
+        course_id: str | None = None,
+        output_dir: str | os.PathLike | None = None,
+    ) -> "CourseLayout":
         root = Path(course_dir or os.getcwd()).resolve()
         if not root.is_dir():
             raise FileNotFoundError(f"course directory not found: {root}")
@@ -200,4 +211,5 @@ def check_student_id(student_id: str) -> None:
     if not STUDENT_ID_PATTERN.match(student_id):
         raise ValueError(
             f"learner id {student_id!r} is not allowed: use letters, digits and . _ @ - "
-            "(at most 64 characters, starting with a letter or digit)")
+            "(at most 64 characters, starting with a letter or digit)"
+        )

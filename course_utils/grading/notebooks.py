@@ -10,6 +10,7 @@ nbgrader stores a cell's role in `cell.metadata["nbgrader"]`:
 Inside sources, `### BEGIN SOLUTION` / `### END SOLUTION` mark what the release replaces with a stub,
 and `### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS` mark tests that only the grader runs.
 """
+
 from __future__ import annotations
 
 import copy
@@ -71,8 +72,11 @@ def graded_cells(notebook: dict) -> dict[str, dict]:
 
 def points(notebook: dict) -> dict[str, float]:
     """grade_id -> points of every graded cell."""
-    return {grade_id(cell): float(nbgrader_meta(cell).get("points", 0))
-            for cell in notebook.get("cells", []) if grade_id(cell) and is_grade(cell)}
+    return {
+        grade_id(cell): float(nbgrader_meta(cell).get("points", 0))
+        for cell in notebook.get("cells", [])
+        if grade_id(cell) and is_grade(cell)
+    }
 
 
 def marked_regions(source: str, begin: str, end: str) -> list[tuple[int, int]]:
@@ -90,15 +94,6 @@ def marked_regions(source: str, begin: str, end: str) -> list[tuple[int, int]]:
     return regions
 
 
-def region_lines(source: str, begin: str, end: str) -> list[str]:
-    """The lines strictly inside every begin/end region (what must never reach a learner)."""
-    lines = source.splitlines()
-    inside = []
-    for first, last in marked_regions(source, begin, end):
-        inside.extend(lines[first + 1:last])
-    return inside
-
-
 def split_secret(source: str) -> tuple[list[str], list[str]]:
     """(lines inside solution or hidden-test regions, markers included; every other line)."""
     lines = source.splitlines()
@@ -106,8 +101,10 @@ def split_secret(source: str) -> tuple[list[str], list[str]]:
     for begin, end in ((BEGIN_SOLUTION, END_SOLUTION), (BEGIN_HIDDEN, END_HIDDEN)):
         for first, last in marked_regions(source, begin, end):
             inside.update(range(first, last + 1))
-    return ([line for index, line in enumerate(lines) if index in inside],
-            [line for index, line in enumerate(lines) if index not in inside])
+    return (
+        [line for index, line in enumerate(lines) if index in inside],
+        [line for index, line in enumerate(lines) if index not in inside],
+    )
 
 
 def without_markers(source: str) -> str:
@@ -118,8 +115,11 @@ def without_markers(source: str) -> str:
 
 def solution_answers(source_notebook: dict) -> dict[str, str]:
     """grade_id -> the model answer of every solution cell of a source notebook."""
-    return {grade_id(cell): without_markers(source_text(cell))
-            for cell in source_notebook.get("cells", []) if is_solution(cell) and grade_id(cell)}
+    return {
+        grade_id(cell): without_markers(source_text(cell))
+        for cell in source_notebook.get("cells", [])
+        if is_solution(cell) and grade_id(cell)
+    }
 
 
 def fill_in(release_notebook: dict, answers: dict[str, str]) -> dict:

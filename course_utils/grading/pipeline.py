@@ -7,11 +7,14 @@
     collect                   exchange inbound ->  submitted/<learner>/<id>
     (autograde: course_utils.grading.autograde, which confines learners' code)
     generate_feedback         autograded/     ->  feedback/ (HTML)
+    release_feedback          feedback/       ->  exchange (one file per learner and notebook)
+    fetch_feedback            exchange        ->  a learner's folder (what "Fetch Feedback" does)
     export_nbgrader_csv       gradebook       ->  nbgrader's own CSV
 
 Each step raises `GradingError` with nbgrader's log when nbgrader reports a failure, so that a caller
 never mistakes a failed step for an empty result.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -70,8 +73,9 @@ def secure_gradebook(layout: CourseLayout) -> None:
 
 
 def hash_tree(folder: Path, digest) -> None:
+    """The instructor's own tree (solutions/<id>); learners' folders go through intake.fingerprint."""
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        digest.update(os.fsencode(path.relative_to(folder)) + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
 
 
@@ -91,9 +95,13 @@ def stale_releases(layout: CourseLayout, assignments: list[Assignment]) -> list[
         stamps = json.loads(_stamps_path(layout).read_text())
     except (OSError, ValueError):
         stamps = {}
-    return [assignment.id for assignment in assignments
-            if stamps.get(assignment.id) != source_fingerprint(assignment) or not layout.gradebook_path.exists()
-            or not all((layout.release_dir / assignment.id / f"{name}.ipynb").is_file() for name in assignment.notebooks)]
+    return [
+        assignment.id
+        for assignment in assignments
+        if stamps.get(assignment.id) != source_fingerprint(assignment)
+        or not layout.gradebook_path.exists()
+        or not all((layout.release_dir / assignment.id / f"{name}.ipynb").is_file() for name in assignment.notebooks)
+    ]
 
 
 def generate_release(layout: CourseLayout, assignment_ids: list[str] | None = None) -> list[str]:
@@ -151,20 +159,34 @@ def submit(layout: CourseLayout, assignment_id: str, student_id: str, learner_di
     """What a learner does: hand in `learner_dir`/<id> as `student_id`."""
     check_student_id(student_id)
     learner_dir = Path(learner_dir)
-    config = layout.nbgrader_config(Exchange={"assignment_dir": str(learner_dir),
-                                              "cache": str(learner_dir / ".nbgrader_cache")})
+    config = layout.nbgrader_config(
+        Exchange={"assignment_dir": str(learner_dir), "cache": str(learner_dir / ".nbgrader_cache")}
+    )
     app = _exchange(config, "Submit", _coursedir(config, assignment_id=assignment_id, student_id=student_id))
     _run(app, f"nbgrader submit {assignment_id} (as {student_id})")
 
 
-def collect(layout: CourseLayout, assignment_id: str) -> list[str]:
-    """Move the newest submission of every learner into submitted/<learner>/<id>; returns learner ids."""
+def collect(layout: CourseLayout, assignment_id: str, log=None) -> list[str]:
+    """Move the newest submission of every learner into submitted/<learner>/<id>; returns learner ids.
+
+    The copy never follows a link in the exchange (collect.SafeExchangeCollect): links, FIFOs and the
+    like stay there, are listed in the submission's collect_refused.json, and each is passed to `log`.
+    """
+    from nbgrader.auth import Authenticator
+
+    from .collect import SafeExchangeCollect
+
     config = layout.nbgrader_config()
-    app = _exchange(config, "Collect", _coursedir(config, assignment_id=assignment_id))
+    coursedir = _coursedir(config, assignment_id=assignment_id)
+    app = SafeExchangeCollect(coursedir=coursedir, authenticator=Authenticator(config=config), config=config)
     app.update = True
     _run(app, f"nbgrader collect {assignment_id}")
+    for line in app.refusals:
+        (log or (lambda message: None))(f"left in the exchange: {line}")
     base = layout.submitted_dir
-    return sorted(path.parent.name for path in base.glob(f"*/{assignment_id}") if path.is_dir())
+    return sorted(
+        path.parent.name for path in base.glob(f"*/{assignment_id}") if path.is_dir() and not path.is_symlink()
+    )
 
 
 def generate_feedback(layout: CourseLayout, assignment_id: str, student_id: str = "*") -> Path:
@@ -177,11 +199,33 @@ def generate_feedback(layout: CourseLayout, assignment_id: str, student_id: str 
     from nbgrader.converters import GenerateFeedback
 
     config = layout.nbgrader_config(HTMLExporter={"template_name": "feedback"})
-    app = GenerateFeedback(coursedir=_coursedir(config, assignment_id=assignment_id, student_id=student_id),
-                           config=config)
+    app = GenerateFeedback(
+        coursedir=_coursedir(config, assignment_id=assignment_id, student_id=student_id), config=config
+    )
     app.force = True
     _run(app, f"nbgrader generate_feedback {assignment_id} --student {student_id}")
     return layout.feedback_dir / student_id / assignment_id
+
+
+def release_feedback(layout: CourseLayout, assignment_id: str, student_id: str = "*") -> None:
+    """Put the feedback of an assignment in the exchange, where each learner can fetch their own."""
+    config = layout.nbgrader_config()
+    app = _exchange(config, "ReleaseFeedback", _coursedir(config, assignment_id=assignment_id, student_id=student_id))
+    _run(app, f"nbgrader release_feedback {assignment_id}")
+
+
+def fetch_feedback(
+    layout: CourseLayout, assignment_id: str, student_id: str, learner_dir: str | os.PathLike
+) -> list[Path]:
+    """What a learner does: copy their released feedback into `learner_dir`/<id>/feedback/<timestamp>/."""
+    check_student_id(student_id)
+    learner_dir = Path(learner_dir)
+    config = layout.nbgrader_config(
+        Exchange={"assignment_dir": str(learner_dir), "cache": str(learner_dir / ".nbgrader_cache")}
+    )
+    app = _exchange(config, "FetchFeedback", _coursedir(config, assignment_id=assignment_id, student_id=student_id))
+    _run(app, f"nbgrader fetch_feedback {assignment_id} (as {student_id})")
+    return sorted((learner_dir / assignment_id / "feedback").glob("*/*.html"))
 
 
 def export_nbgrader_csv(layout: CourseLayout, destination: str | os.PathLike) -> Path:

@@ -11,6 +11,7 @@ Environment variables:
     E2E_CHAPTER       the chapter notebook the learner runs (default: 02_self_attention.ipynb)
     E2E_HEADED=1      show the browser window (needs a display)
 """
+
 from __future__ import annotations
 
 import os
@@ -77,17 +78,23 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as error:
-        pytest.fail(f"Playwright for Python is not installed ({error}); install the course with "
-                    "`pip install -e \".[e2e]\"`", pytrace=False)
+        pytest.fail(
+            f'Playwright for Python is not installed ({error}); install the course with `pip install -e ".[e2e]"`',
+            pytrace=False,
+        )
     from lab_ui import CHROMIUM, CHROMIUM_ARGS
 
     if not Path(CHROMIUM).is_file():
-        pytest.fail(f"no Chromium at {CHROMIUM}: install it (`apt-get install -y chromium`) or point "
-                    "E2E_CHROMIUM at a Chromium or Chrome binary", pytrace=False)
+        pytest.fail(
+            f"no Chromium at {CHROMIUM}: install it (`apt-get install -y chromium`) or point "
+            "E2E_CHROMIUM at a Chromium or Chrome binary",
+            pytrace=False,
+        )
     with sync_playwright() as playwright:
         # The system browser, never a Playwright download (CI machines have no network for it).
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                              headless=os.environ.get("E2E_HEADED") != "1")
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=os.environ.get("E2E_HEADED") != "1"
+        )
         try:
             yield launched
         finally:

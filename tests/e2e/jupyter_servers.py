@@ -4,6 +4,7 @@ Everything lives under one work folder: the course copy (instructor), the exchan
 folder, and a private HOME and Jupyter configuration for each server, so that nothing reads or
 writes the real home directory or the repository's own nbgrader files.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,20 +47,22 @@ def private_environment(home: Path) -> dict:
     # The inline backend must draw the figures into the page; an inherited MPLBACKEND=Agg would not.
     env.pop("MPLBACKEND", None)
     env.pop("JUPYTER_PATH", None)
-    env.update({
-        "HOME": str(home),
-        "JUPYTER_CONFIG_DIR": str(home / ".jupyter"),
-        "JUPYTER_DATA_DIR": str(home / ".local" / "share" / "jupyter"),
-        "JUPYTER_RUNTIME_DIR": str(home / ".local" / "share" / "jupyter" / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(home / ".jupyter" / "lab" / "user-settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(home / ".jupyter" / "lab" / "workspaces"),
-        "IPYTHONDIR": str(home / ".ipython"),
-        "MPLCONFIGDIR": str(home / ".matplotlib"),
-        "COURSE_THREADS": os.environ.get("COURSE_THREADS", "1"),
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        # The venv's bin/ first: nbgrader and the course tools call `nbgrader`, `alembic`, `jupyter`.
-        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-    })
+    env.update(
+        {
+            "HOME": str(home),
+            "JUPYTER_CONFIG_DIR": str(home / ".jupyter"),
+            "JUPYTER_DATA_DIR": str(home / ".local" / "share" / "jupyter"),
+            "JUPYTER_RUNTIME_DIR": str(home / ".local" / "share" / "jupyter" / "runtime"),
+            "JUPYTERLAB_SETTINGS_DIR": str(home / ".jupyter" / "lab" / "user-settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(home / ".jupyter" / "lab" / "workspaces"),
+            "IPYTHONDIR": str(home / ".ipython"),
+            "MPLCONFIGDIR": str(home / ".matplotlib"),
+            "COURSE_THREADS": os.environ.get("COURSE_THREADS", "1"),
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            # The venv's bin/ first: nbgrader and the course tools call `nbgrader`, `alembic`, `jupyter`.
+            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+        }
+    )
     _write_lab_settings(Path(env["JUPYTERLAB_SETTINGS_DIR"]))
     return env
 
@@ -74,7 +77,9 @@ def _write_lab_settings(settings_dir: Path) -> None:
     files = {
         "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
         "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-            "fetchNews": "false", "checkForUpdates": False},
+            "fetchNews": "false",
+            "checkForUpdates": False,
+        },
     }
     for relative, content in files.items():
         path = settings_dir / relative
@@ -131,19 +136,28 @@ class JupyterLab:
 
     def start(self) -> "JupyterLab":
         command = [
-            sys.executable, "-m", "jupyter", "lab", "--no-browser",
-            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root_dir}",
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root_dir}",
             # No extension manager (it would ask PyPI) and no terminals: neither is part of the path tested.
-            "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
+            "--LabApp.extension_manager=readonly",
+            "--ServerApp.terminals_enabled=False",
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--allow-root")  # containers and CI often run as root
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
         print(f"+ ({self.root_dir}) jupyter lab on port {self.port}, log {self.log_path}", flush=True)
-        self.process = subprocess.Popen(command, cwd=self.root_dir, env=self.env, stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            command, cwd=self.root_dir, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
         self._wait_until_ready()
         return self
@@ -152,8 +166,10 @@ class JupyterLab:
         deadline, last_error = time.monotonic() + SERVER_START_TIMEOUT_S, None
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"JupyterLab ({self.name}) exited with status {self.process.returncode} "
-                                     f"before answering:\n{self.log_tail()}")
+                raise AssertionError(
+                    f"JupyterLab ({self.name}) exited with status {self.process.returncode} "
+                    f"before answering:\n{self.log_tail()}"
+                )
             try:
                 with urllib.request.urlopen(self.url("api/status"), timeout=10) as response:
                     json.load(response)
@@ -161,8 +177,10 @@ class JupyterLab:
             except (OSError, ValueError) as error:
                 last_error = error
                 time.sleep(1)
-        raise AssertionError(f"JupyterLab ({self.name}) did not answer on port {self.port} within "
-                             f"{SERVER_START_TIMEOUT_S:.0f} s ({last_error}):\n{self.log_tail()}")
+        raise AssertionError(
+            f"JupyterLab ({self.name}) did not answer on port {self.port} within "
+            f"{SERVER_START_TIMEOUT_S:.0f} s ({last_error}):\n{self.log_tail()}"
+        )
 
     def log_tail(self, lines: int = 60) -> str:
         try:

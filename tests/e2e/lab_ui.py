@@ -3,6 +3,7 @@
 Every wait has a deadline and every failure says what the page showed instead, so that a red test
 explains itself (together with the screenshot the test takes at each step).
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,15 @@ from playwright.sync_api import Locator, Page
 CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
 # The system's Chromium, never a browser download; no sandbox because CI containers run as root, and
 # /tmp instead of /dev/shm, which containers often keep tiny.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-dev-shm-usage",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 VIEWPORT = {"width": 1400, "height": 900}
 # A short chapter runs in about a minute on a loaded 2-core machine; ten times that is a hang.
 CELL_RUN_TIMEOUT_S = float(os.environ.get("E2E_RUN_TIMEOUT", "600"))
@@ -84,8 +92,10 @@ def current_notebook(page: Page, name: str, cell_count: int, timeout_s: float = 
             return panel
         fail_on_dialog(page, f"opening {name}")
         if time.monotonic() > deadline:
-            raise AssertionError(f"{name} did not finish opening in {timeout_s:.0f} s: {shown} of {cell_count} "
-                                 f"cells shown, status bar says {status_bar_kernel(page)!r}")
+            raise AssertionError(
+                f"{name} did not finish opening in {timeout_s:.0f} s: {shown} of {cell_count} "
+                f"cells shown, status bar says {status_bar_kernel(page)!r}"
+            )
         time.sleep(0.5)
 
 
@@ -113,8 +123,9 @@ def fail_on_dialog(page: Page, doing: str) -> None:
         raise AssertionError(f"while {doing}, JupyterLab showed a dialog:\n{dialog.first.inner_text()}")
 
 
-def wait_until_every_cell_ran(panel: Locator, timeout_s: float = CELL_RUN_TIMEOUT_S,
-                              stalled_after_s: float = 15) -> float:
+def wait_until_every_cell_ran(
+    panel: Locator, timeout_s: float = CELL_RUN_TIMEOUT_S, stalled_after_s: float = 15
+) -> float:
     """Wait until every code cell shows an execution count and the kernel is idle; returns seconds.
 
     Run All stops at the first cell that raises: the kernel goes idle with later cells never run.
@@ -137,13 +148,17 @@ def wait_until_every_cell_ran(panel: Locator, timeout_s: float = CELL_RUN_TIMEOU
         if idle and "[*]:" not in prompts:
             stalled_since = stalled_since or time.monotonic()
             if time.monotonic() - stalled_since > stalled_after_s:
-                raise AssertionError(f"the run stopped with code cells {waiting} not run (the kernel is idle); "
-                                     f"errors shown:\n{error_outputs_text(panel) or '(none)'}")
+                raise AssertionError(
+                    f"the run stopped with code cells {waiting} not run (the kernel is idle); "
+                    f"errors shown:\n{error_outputs_text(panel) or '(none)'}"
+                )
         else:
             stalled_since = None
         if time.monotonic() > deadline:
-            raise AssertionError(f"after {timeout_s:.0f} s, code cells {waiting} have not run "
-                                 f"(prompts {prompts}); kernel is {kernel_status(panel)!r}")
+            raise AssertionError(
+                f"after {timeout_s:.0f} s, code cells {waiting} have not run "
+                f"(prompts {prompts}); kernel is {kernel_status(panel)!r}"
+            )
         time.sleep(1)
 
 
@@ -151,8 +166,11 @@ def error_outputs_text(panel: Locator) -> str:
     """Every error a cell showed. JupyterLab draws an error as a stderr block holding the traceback
     (a SyntaxError has no "Traceback" line, only "SyntaxError: ...")."""
     errors = panel.locator(ERROR_OUTPUT).all_inner_texts()
-    errors += [text for text in panel.locator(STDERR_OUTPUT).all_inner_texts()
-               if TRACEBACK_LINE in text or EXCEPTION_LINE.search(text)]
+    errors += [
+        text
+        for text in panel.locator(STDERR_OUTPUT).all_inner_texts()
+        if TRACEBACK_LINE in text or EXCEPTION_LINE.search(text)
+    ]
     return "\n---\n".join(errors)
 
 
@@ -163,8 +181,8 @@ def stderr_texts(panel: Locator) -> list[str]:
 def rendered_images(panel: Locator) -> list[dict]:
     """Size of every image in the outputs, as the browser decoded it (0 x 0 = not rendered)."""
     return panel.locator(".jp-OutputArea-output img").evaluate_all(
-        "images => images.map(img => ({width: img.naturalWidth, height: img.naturalHeight,"
-        " complete: img.complete}))")
+        "images => images.map(img => ({width: img.naturalWidth, height: img.naturalHeight, complete: img.complete}))"
+    )
 
 
 def cell(panel: Locator, index: int) -> Locator:

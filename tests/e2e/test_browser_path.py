@@ -12,6 +12,7 @@ Instructor (JupyterLab in a temporary copy of the course):
 
 Each step leaves a numbered screenshot (folder printed at the start; see conftest.py).
 """
+
 from __future__ import annotations
 
 import csv
@@ -24,10 +25,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 import jupyter_servers as servers
 import lab_ui as ui
+import pytest
 
 pytestmark = pytest.mark.e2e
 
@@ -52,9 +52,9 @@ class Course:
     exchange: Path
     learner_dir: Path
     student_id: str
-    answers: dict[int, str]          # cell index -> what the learner types there
-    written_cell_index: int          # the manually graded Markdown answer: its index ...
-    written_cell_id: str             # ... and its grade_id
+    answers: dict[int, str]  # cell index -> what the learner types there
+    written_cell_index: int  # the manually graded Markdown answer: its index ...
+    written_cell_id: str  # ... and its grade_id
     auto_points: float
     manual_points: float
     submitted: bool = False
@@ -112,20 +112,39 @@ def _cell_count(notebook: Path) -> int:
 
 
 def _course_command(course: Course, *arguments: str, module: str = "course_utils.cli", timeout_s: float = 900) -> str:
-    return servers.run_checked([sys.executable, "-m", module, *arguments, "--course-dir", str(course.root),
-                                "--exchange", str(course.exchange)],
-                               cwd=course.root, env=course.instructor_env(), what=f"course {arguments[0]}",
-                               timeout_s=timeout_s)
+    return servers.run_checked(
+        [
+            sys.executable,
+            "-m",
+            module,
+            *arguments,
+            "--course-dir",
+            str(course.root),
+            "--exchange",
+            str(course.exchange),
+        ],
+        cwd=course.root,
+        env=course.instructor_env(),
+        what=f"course {arguments[0]}",
+        timeout_s=timeout_s,
+    )
 
 
 def _export_row(course: Course, name: str) -> dict:
     """nbgrader's CSV export of the gradebook, the row of our learner and assignment."""
     destination = course.work / name
-    servers.run_checked([sys.executable, "-m", "nbgrader", "export", "--to", str(destination)],
-                        cwd=course.root, env=course.instructor_env(), what="nbgrader export")
+    servers.run_checked(
+        [sys.executable, "-m", "nbgrader", "export", "--to", str(destination)],
+        cwd=course.root,
+        env=course.instructor_env(),
+        what="nbgrader export",
+    )
     with open(destination, newline="") as handle:
-        rows = [row for row in csv.DictReader(handle)
-                if row["student_id"] == course.student_id and row["assignment"] == ASSIGNMENT]
+        rows = [
+            row
+            for row in csv.DictReader(handle)
+            if row["student_id"] == course.student_id and row["assignment"] == ASSIGNMENT
+        ]
     assert len(rows) == 1, f"expected one row for {course.student_id}/{ASSIGNMENT} in {destination}, got {rows}"
     return rows[0]
 
@@ -139,18 +158,32 @@ def course(e2e_work) -> Course:
 
     root, exchange = servers.make_course(e2e_work, ASSIGNMENT)
     answers, written_index, written, auto_points, manual_points = _learner_answers(
-        root / "solutions" / ASSIGNMENT / NOTEBOOK)
+        root / "solutions" / ASSIGNMENT / NOTEBOOK
+    )
     learner_dir = e2e_work / "learner"
     learner_dir.mkdir()
-    course = Course(e2e_work, root, exchange, learner_dir, get_username(), answers, written_index, written,
-                    auto_points, manual_points)
+    course = Course(
+        e2e_work,
+        root,
+        exchange,
+        learner_dir,
+        get_username(),
+        answers,
+        written_index,
+        written,
+        auto_points,
+        manual_points,
+    )
     with Timer(course, "release (course release --publish)"):
         _course_command(course, "release", "--assignment", ASSIGNMENT, "--publish")
     released = exchange / servers.COURSE_ID / "outbound" / ASSIGNMENT / NOTEBOOK
     assert released.is_file(), f"`course release --publish` did not put {NOTEBOOK} into the exchange ({released})"
     yield course
-    print("\n[e2e] wall time per step:\n" + "\n".join(f"  {seconds:7.1f} s  {step}"
-                                                     for step, seconds in course.timings.items()), flush=True)
+    print(
+        "\n[e2e] wall time per step:\n"
+        + "\n".join(f"  {seconds:7.1f} s  {step}" for step, seconds in course.timings.items()),
+        flush=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -159,8 +192,12 @@ def learner_lab(course):
     chapter = servers.REPOSITORY / "notebooks" / CHAPTER
     assert chapter.is_file(), f"chapter notebook {chapter} not found (set E2E_CHAPTER to one in notebooks/)"
     shutil.copy(chapter, course.learner_dir / CHAPTER)
-    lab = servers.JupyterLab("learner", course.learner_dir, servers.private_environment(course.work / "home-learner"),
-                             log_dir=course.work / "logs")
+    lab = servers.JupyterLab(
+        "learner",
+        course.learner_dir,
+        servers.private_environment(course.work / "home-learner"),
+        log_dir=course.work / "logs",
+    )
     with Timer(course, "start the learner's JupyterLab"):
         lab.start()
     yield lab
@@ -220,8 +257,11 @@ def test_learner_runs_a_chapter_with_run_all(course, learner_page, screenshots):
     assert images, f"{CHAPTER} ran but no figure appeared in its outputs"
     blank = [image for image in images if not (image["complete"] and image["width"] > 0 and image["height"] > 0)]
     assert not blank, f"{CHAPTER}: {len(blank)} of {len(images)} figures did not render in the browser: {blank}"
-    print(f"[e2e] {CHAPTER}: {len(images)} figures rendered, sizes "
-          f"{[(image['width'], image['height']) for image in images]}", flush=True)
+    print(
+        f"[e2e] {CHAPTER}: {len(images)} figures rendered, sizes "
+        f"{[(image['width'], image['height']) for image in images]}",
+        flush=True,
+    )
 
     panel.locator(".jp-OutputArea-output img").first.scroll_into_view_if_needed()
     screenshots.take(page, "chapter_ran_first_figure")
@@ -250,7 +290,9 @@ def _validate_from_assignment_list(page, course: Course, label: str) -> tuple[st
 def test_learner_fetches_validates_and_submits_the_exercise(course, learner_page, screenshots):
     page = learner_page
     ui.menu(page, "Nbgrader", "Assignment List")
-    released = page.locator("#released_assignments_list .list_item").filter(has=page.get_by_text(ASSIGNMENT, exact=True))
+    released = page.locator("#released_assignments_list .list_item").filter(
+        has=page.get_by_text(ASSIGNMENT, exact=True)
+    )
     released.wait_for()
     screenshots.take(page, "assignment_list_released")
 
@@ -266,11 +308,13 @@ def test_learner_fetches_validates_and_submits_the_exercise(course, learner_page
     result, text = _validate_from_assignment_list(page, course, "the untouched exercise")
     screenshots.take(page, "validate_untouched_fails")
     assert "validation-failed" in result and "NotImplementedError" in text, (
-        f"validating the untouched exercise should fail on NotImplementedError, the dialog said:\n{text}")
+        f"validating the untouched exercise should fail on NotImplementedError, the dialog said:\n{text}"
+    )
     ui.dismiss_dialog(page, "Ok")
 
     page.locator(f"#nbgrader-{servers.COURSE_ID}-{ASSIGNMENT} .nested_list_item a").get_by_text(
-        ASSIGNMENT, exact=True).click()
+        ASSIGNMENT, exact=True
+    ).click()
     panel = ui.current_notebook(page, NOTEBOOK, _cell_count(fetched))
     screenshots.take(page, "exercise_opened")
 
@@ -291,7 +335,8 @@ def test_learner_fetches_validates_and_submits_the_exercise(course, learner_page
     written = ui.cell(panel, course.written_cell_index)
     written.scroll_into_view_if_needed()
     assert WRITTEN_ANSWER in written.locator(".jp-RenderedMarkdown").inner_text(), (
-        "the written answer typed into the Markdown cell is not shown once the cell is rendered")
+        "the written answer typed into the Markdown cell is not shown once the cell is rendered"
+    )
     screenshots.take(page, "exercise_written_answer_rendered")
     panel.locator(".jp-CodeCell").last.scroll_into_view_if_needed()  # the last test cell and its output
     screenshots.take(page, "exercise_ran_visible_tests_pass")
@@ -301,28 +346,35 @@ def test_learner_fetches_validates_and_submits_the_exercise(course, learner_page
     saved = json.loads(fetched.read_text(encoding="utf-8"))["cells"]
     for index, text in course.answers.items():
         got = "".join(saved[index]["source"])
-        assert got == text, (f"cell {index} on disk differs from what was typed into it "
-                             f"(the editor changed the text?):\n--- typed\n{text}\n--- saved\n{got}")
+        assert got == text, (
+            f"cell {index} on disk differs from what was typed into it "
+            f"(the editor changed the text?):\n--- typed\n{text}\n--- saved\n{got}"
+        )
 
     result, text = _validate_from_assignment_list(page, course, "the solved exercise")
     screenshots.take(page, "validate_solved_passes")
     assert "validation-success" in result and "Success! Your notebook passes all the tests." in text, (
-        f"validating the solved exercise should pass, the dialog said:\n{text}")
+        f"validating the solved exercise should pass, the dialog said:\n{text}"
+    )
     ui.dismiss_dialog(page, "Ok")
 
     with Timer(course, "submit (Assignment List)"):
         page.locator("#fetched_assignments_list > .list_item").filter(
-            has=page.get_by_text(ASSIGNMENT, exact=True)).get_by_role("button", name="Submit").click()
+            has=page.get_by_text(ASSIGNMENT, exact=True)
+        ).get_by_role("button", name="Submit").click()
         submitted = page.locator("#submitted_assignments_list .list_item").filter(
-            has=page.get_by_text(ASSIGNMENT, exact=True))
+            has=page.get_by_text(ASSIGNMENT, exact=True)
+        )
         submitted.first.wait_for()
     timestamp = page.locator("#submitted_assignments_list .nested_list_item .item_name").first.inner_text()
     screenshots.take(page, "submitted")
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", timestamp), (
-        f"the Submitted list should show the submission's time, it shows {timestamp!r}")
+        f"the Submitted list should show the submission's time, it shows {timestamp!r}"
+    )
     inbound = list((course.exchange / servers.COURSE_ID / "inbound").glob(f"{course.student_id}+{ASSIGNMENT}+*"))
     assert len(inbound) == 1 and (inbound[0] / NOTEBOOK).is_file(), (
-        f"Submit should leave one submission of {course.student_id} in the exchange, found {inbound}")
+        f"Submit should leave one submission of {course.student_id} in the exchange, found {inbound}"
+    )
     course.submitted = True
 
 
@@ -334,20 +386,24 @@ def test_instructor_grades_in_the_formgrader_and_exports(course, screenshots, re
     with Timer(course, "collect (course collect)"):
         _course_command(course, "collect", "--assignment", ASSIGNMENT, module="course_utils.grading.cli")
     assert (course.root / "submitted" / course.student_id / ASSIGNMENT / NOTEBOOK).is_file(), (
-        "collect did not put the submission into submitted/")
+        "collect did not put the submission into submitted/"
+    )
 
     # Kernels of a confined grading run use their own uids, which the grader sweeps afterwards; a
     # range of our own keeps this run and any other grading run on the machine out of each other's way.
     uid_base = 1_700_000 + (os.getpid() % 20_000) * 8
     with Timer(course, "autograde (course grade)"):
-        output = _course_command(course, "grade", "--assignment", ASSIGNMENT, "--workers", "1", "--strict",
-                                 "--uid-base", str(uid_base))
+        output = _course_command(
+            course, "grade", "--assignment", ASSIGNMENT, "--workers", "1", "--strict", "--uid-base", str(uid_base)
+        )
     print(output, flush=True)
     before = _export_row(course, "grades-before-manual.csv")
     assert float(before["score"]) == course.auto_points and float(before["max_score"]) == (
-        course.auto_points + course.manual_points), (
+        course.auto_points + course.manual_points
+    ), (
         f"after autograding, a correct submission should have all {course.auto_points:g} automatic points "
-        f"out of {course.auto_points + course.manual_points:g}; the export says {before}.\ncourse grade said:\n{output}")
+        f"out of {course.auto_points + course.manual_points:g}; the export says {before}.\ncourse grade said:\n{output}"
+    )
 
     page = request.getfixturevalue("instructor_page")
     ui.menu(page, "Nbgrader", "Formgrader")
@@ -357,15 +413,17 @@ def test_instructor_grades_in_the_formgrader_and_exports(course, screenshots, re
     screenshots.take(page, "formgrader_manage_assignments")
 
     assignment_row.locator("td.num-submissions a").click()
-    learner_row = formgrader.locator("#main-table tr").filter(has=formgrader.locator(
-        f'td.student-id[data-order="{course.student_id}"]'))
+    learner_row = formgrader.locator("#main-table tr").filter(
+        has=formgrader.locator(f'td.student-id[data-order="{course.student_id}"]')
+    )
     learner_row.wait_for()
     status, score = learner_row.locator("td.status").inner_text(), learner_row.locator("td.score").inner_text()
     screenshots.take(page, "formgrader_manage_submissions")
     total = course.auto_points + course.manual_points
     assert "needs manual grading" in status and score.split() == [f"{course.auto_points:g}", "/", f"{total:g}"], (
         f"Manage Submissions should list {course.student_id} as 'needs manual grading' with "
-        f"{course.auto_points:g} / {total:g}, it shows status {status!r} and score {score!r}")
+        f"{course.auto_points:g} / {total:g}, it shows status {status!r} and score {score!r}"
+    )
 
     formgrader.get_by_role("link", name="Manual Grading", exact=True).first.click()
     formgrader.locator(f'a[href$="/formgrader/gradebook/{ASSIGNMENT}"]').click()
@@ -376,15 +434,17 @@ def test_instructor_grades_in_the_formgrader_and_exports(course, screenshots, re
     score_box.scroll_into_view_if_needed()
     screenshots.take(page, "formgrader_written_answer_before")
 
-    with page.expect_response(lambda response: "/formgrader/api/grade/" in response.url
-                              and response.request.method == "PUT") as saved:
+    with page.expect_response(
+        lambda response: "/formgrader/api/grade/" in response.url and response.request.method == "PUT"
+    ) as saved:
         score_box.click()
         score_box.fill("")
         page.keyboard.type(f"{MANUAL_SCORE:g}")
         page.keyboard.press("Tab")  # the formgrader saves a score when the field loses focus
     response = saved.value
     assert response.ok and response.json().get("manual_score") == MANUAL_SCORE, (
-        f"the formgrader did not store the manual score {MANUAL_SCORE:g}: HTTP {response.status}, {response.text()}")
+        f"the formgrader did not store the manual score {MANUAL_SCORE:g}: HTTP {response.status}, {response.text()}"
+    )
     score_box.scroll_into_view_if_needed()
     screenshots.take(page, "formgrader_written_answer_graded")
 
@@ -397,10 +457,12 @@ def test_instructor_grades_in_the_formgrader_and_exports(course, screenshots, re
     screenshots.take(page, "formgrader_submission_list_after_manual_grade")
     assert shown.split() == [f"{course.auto_points + MANUAL_SCORE:g}", "/", f"{total:g}"], (
         f"after the manual grade the formgrader should show {course.auto_points + MANUAL_SCORE:g} / {total:g}, "
-        f"it shows {shown!r}")
+        f"it shows {shown!r}"
+    )
 
     after = _export_row(course, "grades.csv")
     assert float(after["score"]) == course.auto_points + MANUAL_SCORE, (
         f"nbgrader's CSV export should carry the manual score: expected {course.auto_points:g} automatic + "
-        f"{MANUAL_SCORE:g} by hand = {course.auto_points + MANUAL_SCORE:g}, the row is {after}")
+        f"{MANUAL_SCORE:g} by hand = {course.auto_points + MANUAL_SCORE:g}, the row is {after}"
+    )
     print(f"[e2e] exported row: {after}", flush=True)

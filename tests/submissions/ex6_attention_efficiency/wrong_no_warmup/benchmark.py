@@ -10,6 +10,7 @@ def benchmark(fn, lengths, batch: int = 1, heads: int = 4, head_dim: int = 32, d
     results = []
     for n in lengths:
         q, k, v = (torch.randn(batch, heads, n, head_dim, device=device, dtype=dtype) for _ in range(3))
+        synchronize()  # (no warm-up calls before the timing)
         times = []
         for _ in range(repeats):
             start = time.perf_counter()

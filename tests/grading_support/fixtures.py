@@ -10,19 +10,25 @@ keep the stub) or another fixture's name (its answers, resolved the same way); t
 override the base's.
 
 An attack is a folder `tests/submissions/attacks/<name>/` with `attack.json` (threat, base answers as
-above, expectations), optional answer files that override the base, and an optional `mutate.py` whose
+above, expectations, and the assignment it targets when it is not the first exercise), optional
+answer files that override the base, and an optional `mutate.py` whose
 `mutate(notebook, context)` returns the submission's files ({relative path: bytes}) for attacks on
-the notebook file itself (broken JSON, duplicated cells, extra modules...).
+the notebook file itself (broken JSON, duplicated cells, extra modules...). A name that is not UTF-8
+is written as `os.fsdecode(b"caf\\xe9.py")`. What git cannot store (symbolic and hard links, FIFOs) is
+made by an optional `place(folder, context)` in the same `mutate.py`, called once the files are in
+submitted/<learner>/<assignment>/ (`folder`); it may replace the folder itself.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 
-from . import notebooks as nbtools
-from .layout import Assignment, CourseLayout
+from course_utils.grading import notebooks as nbtools
+from course_utils.grading.layout import Assignment, CourseLayout
 
 ANSWER_SUFFIXES = (".py", ".md")
 NOT_ANSWERS = {"mutate.py", "expected.json", "attack.json"}
@@ -69,12 +75,20 @@ def model_code_answers(assignment: Assignment) -> dict[str, str]:
     """The model solution's code cells only: its written answers are the marking guide, not a learner's."""
     source = nbtools.load_json(assignment.main_notebook)
     cells = nbtools.graded_cells(source)
-    return {grade_id: text for grade_id, text in nbtools.solution_answers(source).items()
-            if cells[grade_id]["cell_type"] == "code"}
+    return {
+        grade_id: text
+        for grade_id, text in nbtools.solution_answers(source).items()
+        if cells[grade_id]["cell_type"] == "code"
+    }
 
 
-def place_submission(layout: CourseLayout, student: str, assignment: Assignment, files: dict[str, bytes],
-                     timestamp: str = "2025-01-15 12:00:00.000000 UTC") -> Path:
+def place_submission(
+    layout: CourseLayout,
+    student: str,
+    assignment: Assignment,
+    files: dict[str, bytes],
+    timestamp: str = "2025-01-15 12:00:00.000000 UTC",
+) -> Path:
     """Write files as if `course collect` had put them in submitted/<student>/<assignment>/."""
     folder = layout.submitted_dir / student / assignment.id
     folder.mkdir(parents=True, exist_ok=True)
@@ -108,8 +122,11 @@ def discover_fixtures(root: Path, assignment_id: str) -> list[Fixture]:
     folder = Path(root) / assignment_id
     if not folder.is_dir():
         return []
-    return [Fixture(path.name, path, json.loads((path / "expected.json").read_text()))
-            for path in sorted(folder.iterdir()) if (path / "expected.json").is_file()]
+    return [
+        Fixture(path.name, path, json.loads((path / "expected.json").read_text()))
+        for path in sorted(folder.iterdir())
+        if (path / "expected.json").is_file()
+    ]
 
 
 @dataclasses.dataclass
@@ -122,26 +139,66 @@ class Attack:
     def threat(self) -> str:
         return self.spec["threat"]
 
-    def files(self, layout: CourseLayout, assignment: Assignment, fixtures_root: Path) -> dict[str, bytes]:
-        substitutions = {"{{COURSE_DIR}}": str(layout.root), "{{EXCHANGE_DIR}}": str(layout.exchange_dir),
-                         "{{SOURCE_DIR}}": str(layout.source_dir)}
-        answers = base_answers(self.spec.get("base", "release"), assignment, fixtures_root)
-        answers.update(load_answers(self.folder, substitutions))
-        notebook = nbtools.fill_in(release_notebook(layout, assignment), answers)
+    def assignment_id(self, default: str) -> str:
+        """The assignment the attack is written against (attack.json's "assignment"; else `default`)."""
+        return self.spec.get("assignment", default)
+
+    def _context(self, layout: CourseLayout, assignment: Assignment) -> dict:
+        substitutions = {
+            "{{COURSE_DIR}}": str(layout.root),
+            "{{EXCHANGE_DIR}}": str(layout.exchange_dir),
+            "{{SOURCE_DIR}}": str(layout.source_dir),
+        }
+        return {
+            "assignment": assignment,
+            "layout": layout,
+            "notebook_name": assignment.main_notebook.stem,
+            "substitutions": substitutions,
+        }
+
+    def _mutate_module(self) -> ModuleType | None:
         mutate_file = self.folder / "mutate.py"
         if not mutate_file.is_file():
-            return notebook_files(assignment, notebook)
+            return None
         spec = importlib.util.spec_from_file_location(f"attack_{self.name}", mutate_file)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        context = {"assignment": assignment, "layout": layout, "notebook_name": assignment.main_notebook.stem,
-                   "substitutions": substitutions}
+        return module
+
+    def files(self, layout: CourseLayout, assignment: Assignment, fixtures_root: Path) -> dict[str, bytes]:
+        context = self._context(layout, assignment)
+        answers = base_answers(self.spec.get("base", "release"), assignment, fixtures_root)
+        answers.update(load_answers(self.folder, context["substitutions"]))
+        notebook = nbtools.fill_in(release_notebook(layout, assignment), answers)
+        module = self._mutate_module()
+        if module is None or not hasattr(module, "mutate"):
+            return notebook_files(assignment, notebook)
         return module.mutate(notebook, context)
+
+    def place(
+        self,
+        layout: CourseLayout,
+        assignment: Assignment,
+        fixtures_root: Path,
+        student: str,
+        files: dict[str, bytes] | None = None,
+    ) -> Path:
+        """Put the attack in submitted/<student>/<assignment>/: its files, then what `place` makes."""
+        folder = place_submission(
+            layout, student, assignment, self.files(layout, assignment, fixtures_root) if files is None else files
+        )
+        module = self._mutate_module()
+        if module is not None and hasattr(module, "place"):
+            module.place(folder, self._context(layout, assignment))
+        return folder
 
 
 def discover_attacks(root: Path) -> list[Attack]:
     folder = Path(root) / "attacks"
     if not folder.is_dir():
         return []
-    return [Attack(path.name, path, json.loads((path / "attack.json").read_text()))
-            for path in sorted(folder.iterdir()) if (path / "attack.json").is_file()]
+    return [
+        Attack(path.name, path, json.loads((path / "attack.json").read_text()))
+        for path in sorted(folder.iterdir())
+        if (path / "attack.json").is_file()
+    ]

@@ -1,7 +1,7 @@
-"""Load test: a class's worth of generated submissions graded in one run, timed, checked.
+"""Load test: a class's worth of generated submissions graded in one run, timed, checked (`make grade-load`).
 
-    python -m course_utils.grading.load_test                     # 60 submissions, 1 then 2 workers
-    python -m course_utils.grading.load_test --submissions 20 --workers 1 2 4
+    PYTHONPATH=tests .venv/bin/python -m grading_support.grade_load     # 60 submissions, 1 then 2 workers
+    PYTHONPATH=tests .venv/bin/python -m grading_support.grade_load --submissions 20 --workers 1 2 4
 
 The submissions are a fixed mix built from the assignment's model solution, its untouched release,
 every fixture in tests/submissions/<assignment>/ (correct alternatives and typical mistakes), the
@@ -13,6 +13,7 @@ part may earn. For every worker count the whole batch is graded from scratch in 
 the run fails (exit status 1) unless the CSV has exactly one row per submission with the expected
 score and status.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,10 +24,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import fixtures, notebooks, pipeline
-from .autograde import grade
-from .layout import CourseLayout
-from .report import read_csv
+from course_utils.grading import notebooks, pipeline
+from course_utils.grading.autograde import grade
+from course_utils.grading.layout import CourseLayout
+from course_utils.grading.report import read_csv
+
+from . import fixtures
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -35,8 +38,9 @@ ATTACKS_FOR = "ex1_manual_attention"
 SLOW_ATTACKS = {"infinite_loop", "ignore_interrupt_loop"}
 
 
-def build_mix(layout: CourseLayout, assignment_id: str, count: int,
-              fixtures_root: Path) -> dict[str, tuple[str, float, bool]]:
+def build_mix(
+    layout: CourseLayout, assignment_id: str, count: int, fixtures_root: Path
+) -> dict[str, tuple[str, float, bool]]:
     """Place `count` submissions; returns learner -> (status, autograded score, whether the score is exact).
 
     A score that is not exact is an upper bound (an attack may earn at most its honest part).
@@ -44,34 +48,68 @@ def build_mix(layout: CourseLayout, assignment_id: str, count: int,
     assignment = layout.assignment(assignment_id)
     release = fixtures.release_notebook(layout, assignment)
     model = notebooks.fill_in(release, fixtures.model_answers(assignment))
-    auto_max = sum(points for cell_id, points in notebooks.points(release).items()
-                   if notebooks.is_autograded_test(notebooks.graded_cells(release)[cell_id]))
-    honest = [("model", fixtures.notebook_files(assignment, model), "graded", auto_max, True),
-              ("blank", fixtures.notebook_files(assignment, release), "graded", 0.0, True)]
+    auto_max = sum(
+        points
+        for cell_id, points in notebooks.points(release).items()
+        if notebooks.is_autograded_test(notebooks.graded_cells(release)[cell_id])
+    )
+    # (name, files, status, score, exact, attack whose `place` finishes the folder or None)
+    honest = [
+        ("model", fixtures.notebook_files(assignment, model), "graded", auto_max, True, None),
+        ("blank", fixtures.notebook_files(assignment, release), "graded", 0.0, True, None),
+    ]
     for fixture in fixtures.discover_fixtures(fixtures_root, assignment_id):
-        honest.append((fixture.name, fixture.files(layout, assignment), "graded",
-                       float(fixture.expected["auto_score"]), True))
+        honest.append(
+            (
+                fixture.name,
+                fixture.files(layout, assignment),
+                "graded",
+                float(fixture.expected["auto_score"]),
+                True,
+                None,
+            )
+        )
     broken = json.dumps(model)
-    broken_kind = ("broken", {f"{assignment.main_notebook.stem}.ipynb": broken[: len(broken) // 2].encode()},
-                   "error", 0.0, True)
+    broken_kind = (
+        "broken",
+        {f"{assignment.main_notebook.stem}.ipynb": broken[: len(broken) // 2].encode()},
+        "error",
+        0.0,
+        True,
+        None,
+    )
     attacks = []
     if assignment_id == ATTACKS_FOR:
         for attack in fixtures.discover_attacks(fixtures_root):
-            if attack.name in SLOW_ATTACKS:
+            if attack.name in SLOW_ATTACKS or attack.assignment_id(ATTACKS_FOR) != assignment_id:
                 continue
             expect = attack.spec["expect"]
             exact = expect.get("auto_score")
-            attacks.append((f"attack-{attack.name}", attack.files(layout, assignment, fixtures_root), expect["status"],
-                            float(exact if exact is not None else expect["max_auto_score"]), exact is not None))
+            attacks.append(
+                (
+                    f"attack-{attack.name}",
+                    attack.files(layout, assignment, fixtures_root),
+                    expect["status"],
+                    float(exact if exact is not None else expect["max_auto_score"]),
+                    exact is not None,
+                    attack,
+                )
+            )
     # A class: mostly honest work, one broken file in twenty, attacks in at most a third of the slots.
     n_broken = max(1, count // 20)
     n_attacks = min(len(attacks), count // 3)
-    kinds = ([broken_kind] * n_broken + attacks[:n_attacks]
-             + [honest[i % len(honest)] for i in range(max(count - n_broken - n_attacks, 0))])[:count]
+    kinds = (
+        [broken_kind] * n_broken
+        + attacks[:n_attacks]
+        + [honest[i % len(honest)] for i in range(max(count - n_broken - n_attacks, 0))]
+    )[:count]
     expected = {}
-    for index, (name, files, status, score, exact) in enumerate(kinds):
+    for index, (name, files, status, score, exact, attack) in enumerate(kinds):
         learner = f"learner{index:03d}-{name.replace('_', '-')}"
-        fixtures.place_submission(layout, learner, assignment, files)
+        if attack is None:
+            fixtures.place_submission(layout, learner, assignment, files)
+        else:
+            attack.place(layout, assignment, fixtures_root, learner, files)
         expected[learner] = (status, score, exact)
     return expected
 
@@ -85,7 +123,9 @@ def unexpected(expected: dict[str, tuple[str, float, bool]], rows: dict[str, dic
         got_status, got_score = rows[learner]["status"], float(rows[learner]["auto_score"])
         score_ok = got_score == score if exact else got_score <= score
         if got_status != status or not score_ok:
-            problems.append(f"{learner}: expected {status} {'' if exact else '<= '}{score:g}, got {got_status} {got_score:g}")
+            problems.append(
+                f"{learner}: expected {status} {'' if exact else '<= '}{score:g}, got {got_status} {got_score:g}"
+            )
     return problems
 
 
@@ -99,17 +139,27 @@ def run_once(workdir: Path, assignment_id: str, count: int, workers: int, fixtur
     run = grade(layout, workers=workers, feedback=False, log=lambda message: None)
     rows = {row["student"]: row for row in read_csv(run.csv_path)}
     mismatches = unexpected(expected, rows)
-    mix = {"attacks": sum("-attack-" in learner for learner in expected),
-           "broken": sum(status == "error" and "-attack-" not in learner for learner, (status, _, _) in expected.items())}
+    mix = {
+        "attacks": sum("-attack-" in learner for learner in expected),
+        "broken": sum(status == "error" and "-attack-" not in learner for learner, (status, _, _) in expected.items()),
+    }
     mix["honest, graded"] = len(expected) - mix["attacks"] - mix["broken"]
     missing = sorted(set(expected) - set(rows))
     seconds = [record.seconds for record in run.records if record.executed and record.seconds]
-    return {"workers": workers, "submissions": len(expected), "rows": len(rows), "wall_s": run.wall_seconds,
-            "per_submission_mean_s": round(statistics.mean(seconds), 2) if seconds else 0.0,
-            "per_submission_median_s": round(statistics.median(seconds), 2) if seconds else 0.0,
-            "per_submission_max_s": round(max(seconds), 2) if seconds else 0.0,
-            "throughput_per_min": round(60 * len(expected) / run.wall_seconds, 1),
-            "mix": mix, "mismatches": mismatches, "missing": missing, "sandbox": run.sandbox}
+    return {
+        "workers": workers,
+        "submissions": len(expected),
+        "rows": len(rows),
+        "wall_s": run.wall_seconds,
+        "per_submission_mean_s": round(statistics.mean(seconds), 2) if seconds else 0.0,
+        "per_submission_median_s": round(statistics.median(seconds), 2) if seconds else 0.0,
+        "per_submission_max_s": round(max(seconds), 2) if seconds else 0.0,
+        "throughput_per_min": round(60 * len(expected) / run.wall_seconds, 1),
+        "mix": mix,
+        "mismatches": mismatches,
+        "missing": missing,
+        "sandbox": run.sandbox,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,9 +178,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"grading {args.submissions} submissions with {workers} worker(s)...", flush=True)
             result = run_once(workdir, args.assignment, args.submissions, workers, Path(args.fixtures))
             results.append(result)
-            print(f"  wall {result['wall_s']:.1f} s, per submission {result['per_submission_mean_s']:.1f} s "
-                  f"(median {result['per_submission_median_s']:.1f}, max {result['per_submission_max_s']:.1f}), "
-                  f"{result['rows']} CSV rows, {len(result['mismatches'])} unexpected scores", flush=True)
+            print(
+                f"  wall {result['wall_s']:.1f} s, per submission {result['per_submission_mean_s']:.1f} s "
+                f"(median {result['per_submission_median_s']:.1f}, max {result['per_submission_max_s']:.1f}), "
+                f"{result['rows']} CSV rows, {len(result['mismatches'])} unexpected scores",
+                flush=True,
+            )
     finally:
         if args.keep:
             print(f"kept {workdir}")
@@ -140,18 +193,25 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| workers | submissions | wall time (s) | per submission (s, mean / median / max) | speed-up |")
     print("|---|---|---|---|---|")
     for result in results:
-        print(f"| {result['workers']} | {result['submissions']} | {result['wall_s']:.1f} | "
-              f"{result['per_submission_mean_s']:.1f} / {result['per_submission_median_s']:.1f} / "
-              f"{result['per_submission_max_s']:.1f} | {baseline / result['wall_s']:.2f}x |")
+        print(
+            f"| {result['workers']} | {result['submissions']} | {result['wall_s']:.1f} | "
+            f"{result['per_submission_mean_s']:.1f} / {result['per_submission_median_s']:.1f} / "
+            f"{result['per_submission_max_s']:.1f} | {baseline / result['wall_s']:.2f}x |"
+        )
     if results:
         print(f"\nmix: {results[0]['mix']}; sandbox: {results[0]['sandbox']}")
     if args.report:
         Path(args.report).write_text(json.dumps(results, indent=1))
-    failed = [result for result in results if result["mismatches"] or result["missing"]
-              or result["rows"] != result["submissions"]]
+    failed = [
+        result
+        for result in results
+        if result["mismatches"] or result["missing"] or result["rows"] != result["submissions"]
+    ]
     for result in failed:
-        print(f"workers={result['workers']}: missing rows {result['missing']}; unexpected: {result['mismatches'][:10]}",
-              file=sys.stderr)
+        print(
+            f"workers={result['workers']}: missing rows {result['missing']}; unexpected: {result['mismatches'][:10]}",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 

@@ -1,0 +1,5 @@
+import os
+
+
+def place(folder, context):
+    os.mkfifo(folder / "answers.ipynb")

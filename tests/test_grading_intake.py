@@ -1,0 +1,275 @@
+"""What a learner hands in is data: links, hard links, FIFOs, sockets, devices and names that are not
+UTF-8 in a submission or in the exchange are never followed or opened, and each is reported.
+
+Fast checks of intake.py, the preflight and the collect copy on hand-made trees, then one `grade`
+run (no kernel starts: every submission here is refused before anything executes) showing that a
+batch of such submissions ends with one row each, a CSV and a report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from course_utils.grading import intake, notebooks, pipeline
+from course_utils.grading.autograde import grade
+from course_utils.grading.layout import CourseLayout
+from course_utils.grading.preflight import inspect_submission
+from course_utils.grading.report import read_csv
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "ex1_manual_attention"
+NOTEBOOK = f"{ASSIGNMENT}.ipynb"
+LATIN1 = os.fsdecode("café.py".encode("latin-1"))  # b"caf\xe9.py": not UTF-8
+
+
+@pytest.fixture(autouse=True)
+def _never_hang():
+    """Opening a FIFO for reading waits for a writer: a grader that opens one fails here instead of hanging."""
+
+    def stop(signum, frame):
+        raise TimeoutError("the grader waited on something it should never have opened")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(120)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _unix_socket(folder: Path, name: str) -> None:
+    """A socket file (bound by a short relative name: socket paths are limited to about 100 bytes)."""
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(name)
+        server.close()
+    finally:
+        os.chdir(here)
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    """A file outside every submission, standing for the instructor's source notebook."""
+    path = tmp_path / "instructor" / "source.ipynb"
+    path.parent.mkdir()
+    path.write_text('{"secret": "model solution"}')
+    return path
+
+
+def _every_kind(folder: Path, outside: Path) -> None:
+    folder.mkdir(parents=True)
+    (folder / "plain.txt").write_text("mine")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "inner.txt").write_text("mine too")
+    os.link(folder / "plain.txt", folder / "sub" / "same_file_twice.txt")  # both names inside: fine
+    (folder / "absolute").symlink_to(outside)
+    (folder / "relative").symlink_to("../instructor/source.ipynb")
+    (folder / "to_folder").symlink_to(outside.parent, target_is_directory=True)
+    (folder / "dangling").symlink_to("nowhere")
+    (folder / "sub" / "loop").symlink_to("..")
+    os.link(outside, folder / "hard")
+    os.mkfifo(folder / "fifo")
+    _unix_socket(folder, "sock")
+    (folder / LATIN1).write_text("print('hello')")
+
+
+def test_scan_reports_every_kind_and_follows_nothing(tmp_path, outside):
+    folder = tmp_path / "submission"
+    _every_kind(folder, outside)
+    scan = intake.scan_tree(folder)
+    problems = {entry.path: code for entry, code, _ in scan.problems()}
+    assert problems == {
+        "absolute": "symlink",
+        "relative": "symlink",
+        "to_folder": "symlink",
+        "dangling": "symlink",
+        "sub/loop": "symlink",
+        "hard": "hard-link",
+        "fifo": "special-file",
+        "sock": "special-file",
+    }, problems
+    assert not any(entry.path.startswith(("to_folder/", "sub/loop/")) for entry in scan.entries), (
+        "a linked folder was walked into"
+    )
+    readable = {entry.path for entry in scan.files()}
+    assert readable == {"plain.txt", "sub/inner.txt", "sub/same_file_twice.txt", LATIN1}, readable
+    assert intake.display(LATIN1) == "caf\\xe9.py" and intake.display("a\nb") == "a\\nb"
+    with pytest.raises(intake.UnsafePath, match="hard link"):
+        intake.read_file(scan, scan.get("hard"))
+    with pytest.raises(intake.UnsafePath, match="symbolic link"):
+        intake.scan_tree(folder / "to_folder")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_scan_reports_a_device_without_opening_it(tmp_path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    os.mknod(folder / "zero", 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero: reading it never ends
+    scan = intake.scan_tree(folder)
+    assert [(entry.path, code) for entry, code, _ in scan.problems()] == [("zero", "special-file")]
+    assert "character device" in scan.problem(scan.get("zero"))[1]
+
+
+def test_a_file_swapped_for_a_link_after_the_scan_is_not_read(tmp_path, outside):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / NOTEBOOK).write_text("{}")
+    scan = intake.scan_tree(folder)
+    (folder / NOTEBOOK).unlink()
+    (folder / NOTEBOOK).symlink_to(outside)
+    with pytest.raises(intake.UnsafePath):
+        intake.read_file(scan, scan.get(NOTEBOOK))
+
+
+def test_fingerprint_of_plain_files_is_unchanged_and_covers_links_by_name(tmp_path, outside):
+    folder = tmp_path / "submission"
+    (folder / "sub").mkdir(parents=True)
+    (folder / NOTEBOOK).write_text("{}")
+    (folder / "sub" / "a.txt").write_text("a")
+    (folder / "sub.txt").write_text("b")
+    earlier = hashlib.sha256()
+    pipeline.hash_tree(folder, earlier)  # the grader's earlier fingerprint: existing grades stay valid
+    assert intake.fingerprint(intake.scan_tree(folder)).hexdigest() == earlier.hexdigest()
+    (folder / "link").symlink_to(outside)
+    with_link = intake.fingerprint(intake.scan_tree(folder)).hexdigest()
+    outside.write_text("changed")
+    assert intake.fingerprint(intake.scan_tree(folder)).hexdigest() == with_link, "a link's target was read"
+    (folder / LATIN1).write_text("x")
+    intake.fingerprint(intake.scan_tree(folder))  # names that are not UTF-8 are hashed as bytes
+
+
+def _assignment(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(REPOSITORY / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
+    assignment = CourseLayout.from_directory(root).assignment(ASSIGNMENT)
+    release_dir = tmp_path / "release"
+    release_dir.mkdir()
+    release = notebooks.load_json(assignment.main_notebook)
+    notebooks.save_json(release, release_dir / NOTEBOOK)
+    return assignment, release_dir, release
+
+
+def test_preflight_scores_a_linked_notebook_zero_and_lets_no_other_file_stand_in(tmp_path):
+    assignment, release_dir, release = _assignment(tmp_path)
+    for kind in ("symlink", "hard-link", "special-file"):
+        folder = tmp_path / kind
+        folder.mkdir()
+        notebooks.save_json(release, folder / f"Copy of {NOTEBOOK}")  # a real file that would be a renamed copy
+        if kind == "symlink":
+            (folder / NOTEBOOK).symlink_to(assignment.main_notebook)
+        elif kind == "hard-link":
+            os.link(assignment.main_notebook, folder / NOTEBOOK)
+        else:
+            os.mkfifo(folder / NOTEBOOK)
+        result = inspect_submission(folder, assignment, release_dir)
+        assert result.unreadable == [ASSIGNMENT] and not result.notebooks, (kind, result.findings)
+        errors = [finding for finding in result.findings if finding.severity == "error"]
+        assert [finding.code for finding in errors] == [kind], (kind, result.findings)
+        assert "scores 0" in errors[0].message, errors[0].message
+    hard = inspect_submission(tmp_path / "hard-link", assignment, release_dir)
+    assert f"instructor's solutions/{ASSIGNMENT}/{NOTEBOOK}" in hard.findings[0].message, hard.findings[0].message
+
+
+def test_preflight_grades_a_notebook_with_a_latin1_name_and_reports_the_name(tmp_path):
+    assignment, release_dir, release = _assignment(tmp_path)
+    folder = tmp_path / "latin1"
+    folder.mkdir()
+    notebooks.save_json(release, folder / os.fsdecode("Copie de été.ipynb".encode("latin-1")))
+    (folder / LATIN1).write_text("x = 1")
+    result = inspect_submission(folder, assignment, release_dir)
+    assert ASSIGNMENT in result.notebooks
+    codes = {finding.code: finding.message for finding in result.findings}
+    assert "renamed-notebook" in codes and "undecodable-name" in codes, result.findings
+    assert "caf\\xe9.py" in codes["undecodable-name"]
+    for finding in result.findings:
+        finding.describe().encode("utf-8")  # printable: no surrogate reaches a report
+
+
+def test_collect_copy_takes_files_and_folders_only(tmp_path, outside):
+    source = tmp_path / "inbound" / "ada+ex1+2025-01-15 12:00:00.000000 UTC"
+    _every_kind(source, outside)
+    (source / intake.COLLECT_REFUSALS).write_text('{"refused": []}')  # a learner's forged list
+    (source / "__pycache__").mkdir()
+    (source / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    copied = intake.copy_tree(source, tmp_path / "dest", exclude=["__pycache__"])
+    assert set(copied.copied) == {"plain.txt", "sub/inner.txt", "sub/same_file_twice.txt", LATIN1}
+    refused = {item["path"] for item in copied.refused}
+    assert refused == {
+        "absolute",
+        "relative",
+        "to_folder",
+        "dangling",
+        "sub/loop",
+        "hard",
+        "fifo",
+        "sock",
+        intake.COLLECT_REFUSALS,
+    }, refused
+    kinds = {path.relative_to(tmp_path / "dest"): path.lstat().st_mode for path in (tmp_path / "dest").rglob("*")}
+    assert all(stat.S_ISREG(mode) or stat.S_ISDIR(mode) for mode in kinds.values()), kinds
+    linked = tmp_path / "inbound" / "eve+ex1+2025-01-15 12:00:00.000000 UTC"
+    linked.symlink_to(outside.parent, target_is_directory=True)
+    whole = intake.copy_tree(linked, tmp_path / "dest-eve")
+    assert not whole.copied and "symbolic link" in whole.refused[0]["reason"], whole
+    assert not any((tmp_path / "dest-eve").iterdir())
+
+
+@pytest.mark.slow
+def test_a_batch_of_unreadable_submissions_ends_with_one_row_each(tmp_path):
+    """No kernel runs here: every submission is refused before execution, and the batch still writes its CSV."""
+    root = tmp_path / "course"
+    shutil.copytree(REPOSITORY / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
+    shutil.copy(REPOSITORY / "nbgrader_config.py", root)
+    layout = CourseLayout.from_directory(root, exchange=root / "exchange")
+    pipeline.generate_release(layout)
+    source = layout.assignment(ASSIGNMENT).main_notebook
+    submitted = layout.submitted_dir
+
+    def folder(student: str) -> Path:
+        path = submitted / student / ASSIGNMENT
+        path.mkdir(parents=True)
+        return path
+
+    (folder("linked") / NOTEBOOK).symlink_to(source)
+    os.link(source, folder("hardlinked") / NOTEBOOK)
+    os.mkfifo(folder("fifo") / NOTEBOOK)
+    (folder(os.fsdecode(b"caf\xe9")) / NOTEBOOK).write_text("{}")  # a learner folder that is not UTF-8
+    (folder("cafe") / LATIN1).write_text("x")  # and a file (no notebook: an error)
+    (submitted / "folderlink").mkdir()
+    (submitted / "folderlink" / ASSIGNMENT).symlink_to(source.parent, target_is_directory=True)
+    (submitted / "learnerlink").symlink_to(source.parent.parent, target_is_directory=True)
+    (submitted / "pipe").mkdir()
+    os.mkfifo(submitted / "pipe" / ASSIGNMENT)
+    run = grade(layout, workers=1, feedback=False, log=print)
+    rows = {(record.student, record.assignment): record for record in run.records}
+    assert set(rows) == {
+        ("linked", ASSIGNMENT),
+        ("hardlinked", ASSIGNMENT),
+        ("fifo", ASSIGNMENT),
+        ("caf\\xe9", ASSIGNMENT),
+        ("cafe", ASSIGNMENT),
+        ("folderlink", ASSIGNMENT),
+        ("learnerlink", "*"),
+        ("pipe", ASSIGNMENT),
+    }, sorted(rows)
+    assert all(record.status == "error" and record.auto_score == 0 and record.reasons for record in run.records)
+    assert rows[("linked", ASSIGNMENT)].auto_max == 16, "an error row still says what the assignment is worth"
+    codes = {key: {finding["code"] for finding in record.findings} for key, record in rows.items()}
+    assert "symlink" in codes[("linked", ASSIGNMENT)] and "hard-link" in codes[("hardlinked", ASSIGNMENT)]
+    assert "special-file" in codes[("fifo", ASSIGNMENT)] and "symlink" in codes[("folderlink", ASSIGNMENT)]
+    assert "undecodable-name" in codes[("cafe", ASSIGNMENT)]
+    csv_rows = read_csv(run.csv_path)
+    assert len(csv_rows) == len(rows), csv_rows
+    assert "caf\\xe9" in run.report_path.read_text(encoding="utf-8")
+    assert not (layout.autograded_dir / "linked").exists(), "nothing of a refused submission reaches nbgrader"
+    json.loads((layout.output_dir / "state.json").read_text())
