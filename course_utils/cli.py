@@ -95,13 +95,26 @@ FULL_SUITE_ONLY = (
 )
 
 
-def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
-    """The suite in two parts: the library and grading tests in parallel workers, then the notebooks one
-    at a time, each with the kernel's own defaults as in a learner's JupyterLab.
+def _pins_one_thread(notebook: Path) -> bool:
+    """Whether a notebook's code asks ``env.setup(..., threads=1)`` for itself (and so leaves the other
+    cores to whatever else runs)."""
+    import json
+    import re
 
-    Notebooks are not run side by side: a chapter's kernel uses every core (``env.setup``), as a
-    learner's does, and two such kernels on the same cores slow each other down many times over
-    (PyTorch's worker threads wait for each other's turns), which no learner running one chapter sees.
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    code = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+    return re.search(r"env\.setup\([^)]*threads\s*=\s*1\b", code) is not None
+
+
+def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
+    """The suite in three parts: the library and grading tests in parallel workers; then the notebooks,
+    each with the kernel's own defaults as in a learner's JupyterLab.
+
+    A notebook that uses every core (``env.setup()`` without ``threads``) runs alone: two such kernels
+    on the same cores slow each other down many times over (PyTorch's worker threads spin while they
+    wait for each other's turns), which no learner running one chapter sees. The notebooks that pin one
+    thread themselves run two at a time, so each of them is checked with the other core busy, as on a
+    learner's laptop that is never idle.
     """
     _require_checkout()
     workers = args.workers or os.environ.get("COURSE_TEST_WORKERS") or "2"
@@ -114,14 +127,22 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
         return _run(pytest + parallel + ["-m", "not slow", *ignored, *(extra or ["tests"])], env)
     if extra:
         return _run(pytest + parallel + extra, env)
-    print("course test: 1/2, the library and the grading pipeline", flush=True)
-    library = _run(pytest + parallel + ["tests"], env)
-    print("course test: 2/2, every chapter and exercise notebook, one at a time", flush=True)
-    notebooks = _run(pytest + ["notebooks", "solutions"], env)
-    if library or notebooks:
-        failed = [name for name, code in (("the library tests", library), ("the notebooks", notebooks)) if code]
-        print(f"course test: {' and '.join(failed)} failed (see above)", flush=True)
-    return library or notebooks
+    notebooks = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("solutions/*/*.ipynb"))
+    one_thread = [str(path.relative_to(ROOT)) for path in notebooks if _pins_one_thread(path)]
+    every_core = [str(path.relative_to(ROOT)) for path in notebooks if not _pins_one_thread(path)]
+    parts = [
+        ("the library and the grading pipeline", pytest + parallel + ["tests"]),
+        ("the notebooks that use every core, one at a time", pytest + every_core),
+        ("the notebooks that pin one thread, two at a time", pytest + parallel + one_thread),
+    ]
+    failed = []
+    for number, (what, command) in enumerate(parts, start=1):
+        print(f"course test: {number}/{len(parts)}, {what}", flush=True)
+        if _run(command, env):
+            failed.append(what)
+    if failed:
+        print(f"course test: failed in {'; '.join(failed)} (see above)", flush=True)
+    return 1 if failed else 0
 
 
 def _grading(name: str):

@@ -86,3 +86,21 @@ def test_nbclean_removes_what_a_run_leaves_and_keeps_what_the_course_needs(tmp_p
     assert kept.outputs == [] and kept.execution_count is None
     assert kept.metadata == {"nbgrader": {"grade": True, "points": 2, "grade_id": "t1"}}
     assert cleaned.metadata == {"kernelspec": {"name": "python3", "display_name": "Python 3"}}
+
+
+def test_course_test_runs_side_by_side_only_the_notebooks_that_pin_one_thread(tmp_path):
+    from course_utils import cli
+
+    def notebook(code: str) -> Path:
+        path = tmp_path / f"nb{len(list(tmp_path.iterdir()))}.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), path)
+        return path
+
+    assert cli._pins_one_thread(notebook("device = env.setup(seed=0, threads=1)"))
+    assert not cli._pins_one_thread(notebook("device = env.setup(seed=0)")), "every core: must run alone"
+    assert not cli._pins_one_thread(notebook("env.setup(threads=12)")), "12 threads is not one"
+    assert not cli._pins_one_thread(notebook("import torch")), "no env.setup: the kernel's default, every core"
+    # The chapters that train or time on one thread say so themselves; the course has both kinds.
+    chapters = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    pinned = {path.name for path in chapters if cli._pins_one_thread(path)}
+    assert "01_rnn_to_transformer.ipynb" in pinned and "02_self_attention.ipynb" not in pinned, pinned

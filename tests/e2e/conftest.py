@@ -23,6 +23,13 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[1]
 sys.path.insert(0, str(HERE))  # the helper modules next to this file
+sys.path.insert(1, str(HERE.parent))  # tests/chromium.py
+
+from browser_session import (  # noqa: E402
+    photograph_after_failure,
+    pytest_runtest_makereport,  # noqa: F401  (the hook that marks a failed step)
+    system_chromium,
+)
 
 
 def pytest_configure(config):
@@ -75,52 +82,11 @@ def screenshots():
 
 @pytest.fixture(scope="session")
 def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as error:
-        pytest.fail(
-            f'Playwright for Python is not installed ({error}); install the course with `pip install -e ".[e2e]"`',
-            pytrace=False,
-        )
-    from lab_ui import CHROMIUM, CHROMIUM_ARGS
-
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(
-            f"no Chromium at {CHROMIUM}: install it (`apt-get install -y chromium`) or point "
-            "E2E_CHROMIUM at a Chromium or Chrome binary",
-            pytrace=False,
-        )
-    with sync_playwright() as playwright:
-        # The system browser, never a Playwright download (CI machines have no network for it).
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=os.environ.get("E2E_HEADED") != "1"
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-CALL_FAILED = pytest.StashKey[bool]()
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if report.when == "call" and report.failed:
-        item.stash[CALL_FAILED] = True
+    with system_chromium(headless=os.environ.get("E2E_HEADED") != "1") as launched:
+        yield launched
 
 
 @pytest.fixture(autouse=True)
 def screenshot_on_failure(request, browser, screenshots):
-    """When a step fails, every open page is photographed as it was, next to the step screenshots."""
     yield
-    if not request.node.stash.get(CALL_FAILED, False):
-        return
-    for context in browser.contexts:
-        for page in context.pages:
-            try:
-                screenshots.take(page, f"FAILED_{request.node.name}")
-            except Exception as error:  # the page may be gone; the test's own error matters more
-                print(f"[e2e] could not photograph the page after the failure: {error}", flush=True)
+    photograph_after_failure(request, browser, screenshots, "e2e")

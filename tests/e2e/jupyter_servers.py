@@ -63,11 +63,11 @@ def private_environment(home: Path) -> dict:
             "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
         }
     )
-    _write_lab_settings(Path(env["JUPYTERLAB_SETTINGS_DIR"]))
+    write_lab_settings(Path(env["JUPYTERLAB_SETTINGS_DIR"]))
     return env
 
 
-def _write_lab_settings(settings_dir: Path) -> None:
+def write_lab_settings(settings_dir: Path) -> list[Path]:
     """User settings that keep the page deterministic for a test (a learner's own lab is untouched).
 
     - every cell of a notebook stays in the page (no virtual scrolling), so the test can read all
@@ -85,6 +85,7 @@ def _write_lab_settings(settings_dir: Path) -> None:
         path = settings_dir / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(content))
+    return [settings_dir / relative for relative in files]
 
 
 def write_nbgrader_config(folder: Path, exchange: Path) -> Path:

@@ -11,20 +11,9 @@ import re
 import time
 from pathlib import Path
 
+from chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: F401  (re-exported for the suites)
 from playwright.sync_api import Locator, Page
 
-CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
-# The system's Chromium, never a browser download; no sandbox because CI containers run as root, and
-# /tmp instead of /dev/shm, which containers often keep tiny.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-dev-shm-usage",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 VIEWPORT = {"width": 1400, "height": 900}
 # A short chapter runs in about a minute on a loaded 2-core machine; ten times that is a hang.
 CELL_RUN_TIMEOUT_S = float(os.environ.get("E2E_RUN_TIMEOUT", "600"))

@@ -23,6 +23,13 @@ HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(REPOSITORY / "tests" / "e2e"))  # lab_ui.py and the learner's answers, shared
+sys.path.insert(2, str(REPOSITORY / "tests"))  # tests/chromium.py
+
+from browser_session import (  # noqa: E402
+    photograph_after_failure,
+    pytest_runtest_makereport,  # noqa: F401  (the hook that marks a failed step)
+    system_chromium,
+)
 
 
 def pytest_configure(config):
@@ -74,43 +81,13 @@ def screenshots():
 def browser():
     if os.geteuid() != 0:
         pytest.fail("the hub test makes Unix accounts and starts JupyterHub as root: run it as root", pytrace=False)
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as error:
-        pytest.fail(f'Playwright for Python is not installed ({error}): `pip install -e ".[e2e]"`', pytrace=False)
-    from lab_ui import CHROMIUM, CHROMIUM_ARGS
-
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"no Chromium at {CHROMIUM}: `apt-get install -y chromium`", pytrace=False)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-FAILED = pytest.StashKey[bool]()
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if report.when == "call" and report.failed:
-        item.stash[FAILED] = True
+    with system_chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(autouse=True)
 def screenshot_on_failure(request):
-    """A failed browser step photographs every open page, next to the step screenshots."""
     yield
-    if not request.node.stash.get(FAILED, False) or request.node.get_closest_marker("e2e_hub") is None:
-        return
-    browser, screenshots = request.getfixturevalue("browser"), request.getfixturevalue("screenshots")
-    for context in browser.contexts:
-        for page in context.pages:
-            try:
-                screenshots.take(page, f"FAILED_{request.node.name}")
-            except Exception as error:
-                print(f"[e2e-hub] could not photograph a page after the failure: {error}", flush=True)
+    if request.node.get_closest_marker("e2e_hub") is not None:  # only the browser tests have a browser
+        browser, screenshots = request.getfixturevalue("browser"), request.getfixturevalue("screenshots")
+        photograph_after_failure(request, browser, screenshots, "e2e-hub")

@@ -31,6 +31,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jupyter_servers import write_lab_settings  # tests/e2e, on the path (conftest.py)
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 DEPLOY = REPOSITORY / "deploy"
 PREFIX = Path(os.environ.get("COURSE_PREFIX", "/opt/transformers-course-hubtest"))
@@ -445,19 +447,8 @@ def _exists(name: str) -> bool:
 
 
 def write_lab_test_settings(account: Account) -> None:
-    """JupyterLab settings that keep the page deterministic for the browser (as in tests/e2e):
-    every cell stays in the page, no news pop-ups. Written as the account's own files."""
-    settings = account.home / ".jupyter" / "lab" / "user-settings"
-    files = {
-        "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-        "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-            "fetchNews": "false",
-            "checkForUpdates": False,
-        },
-    }
-    for relative, content in files.items():
-        path = settings / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(content))
+    """JupyterLab settings that keep the page deterministic for the browser (tests/e2e's own), written
+    as the account's own files."""
+    write_lab_settings(account.home / ".jupyter" / "lab" / "user-settings")
     for path in [account.home / ".jupyter", *(account.home / ".jupyter").rglob("*")]:
         os.chown(path, account.uid, account.gid)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent / "e2e"))  # jupyter_servers.py, which hub.py shares
 
 import hub as hubs  # noqa: E402
 
