@@ -70,12 +70,20 @@ def _row(run, student):
 
 
 def _outputs(layout: CourseLayout, student: str, assignment_id: str = ASSIGNMENT) -> str:
+    """The graded notebooks' outputs as a learner reads them. One print can reach the notebook as several
+    stream messages (IPython flushes stdout on a timer, so under load "left the answer in" and " /tmp"
+    arrive apart); a cell's messages of one stream are joined as Jupyter shows them."""
     texts = []
     for path in (layout.autograded_dir / student / assignment_id).glob("*.ipynb"):
         for cell in notebooks.load_json(path)["cells"]:
+            streams: dict[str, str] = {}
             for output in cell.get("outputs", []):
-                texts.append(notebooks.source_text({"source": output.get("text", "")}))
-                texts.append(str(output.get("evalue", "")))
+                text = notebooks.source_text({"source": output.get("text", "")})
+                if output.get("output_type") == "stream":
+                    streams[output.get("name", "stdout")] = streams.get(output.get("name", "stdout"), "") + text
+                else:
+                    texts.extend([text, str(output.get("evalue", ""))])
+            texts.extend(streams.values())
     return "\n".join(texts)
 
 
