@@ -26,6 +26,7 @@ sys.path.insert(1, str(REPOSITORY / "tests" / "e2e"))  # lab_ui.py and the learn
 sys.path.insert(2, str(REPOSITORY / "tests"))  # tests/chromium.py
 
 from browser_session import (  # noqa: E402
+    CALL_FAILED,
     photograph_after_failure,
     pytest_runtest_makereport,  # noqa: F401  (the hook that marks a failed step)
     system_chromium,
@@ -88,6 +89,7 @@ def browser():
 @pytest.fixture(autouse=True)
 def screenshot_on_failure(request):
     yield
-    if request.node.get_closest_marker("e2e_hub") is not None:  # only the browser tests have a browser
+    # Only a failed browser test (marked e2e_hub) asks for the browser: the others never start one.
+    if request.node.stash.get(CALL_FAILED, False) and request.node.get_closest_marker("e2e_hub") is not None:
         browser, screenshots = request.getfixturevalue("browser"), request.getfixturevalue("screenshots")
         photograph_after_failure(request, browser, screenshots, "e2e-hub")
