@@ -42,9 +42,15 @@ def test_user_facing_torch_requirement_is_a_range():
 
 def test_ci_runs_make_test_with_the_default_torch_and_with_the_cpu_wheel():
     ci = (ROOT / ".ci" / "run").read_text()
-    assert re.search(r"^make test$", ci, re.M), "CI must run make test as the README says, with pip's default torch"
-    assert re.search(r'^COURSE_TORCH="torch==[0-9.]+" make test$', ci, re.M), "CI must also run it with the CPU wheel"
-    assert ci.count("rm -rf .venv") >= 2, "each run of make test starts from a fresh .venv"
+    # With pip's default torch, as the README says, in this checkout after removing any .venv ...
+    assert re.search(r"^make test( 2>&1 \| tee .*)?$", ci, re.M), "CI must run make test with pip's default torch"
+    assert re.search(r"^rm -rf \.venv$", ci, re.M), "the default-torch run starts from a fresh .venv"
+    # ... and with the CPU wheel, in a fresh clone (so a fresh .venv of its own).
+    assert re.search(r'^git clone --quiet "\$PWD" "\$second"$', ci, re.M), "the CPU-wheel run needs a fresh clone"
+    for target in ("setup", "test"):
+        assert re.search(rf'cd "\$second" && COURSE_TORCH="torch==[0-9.]+" make {target}\)', ci), (
+            f"CI must also run make {target} with the CPU wheel, in the second clone"
+        )
 
 
 def test_course_command_lists_every_make_target():
@@ -104,3 +110,25 @@ def test_course_test_runs_side_by_side_only_the_notebooks_that_pin_one_thread(tm
     chapters = sorted((ROOT / "notebooks").glob("*.ipynb"))
     pinned = {path.name for path in chapters if cli._pins_one_thread(path)}
     assert "01_rnn_to_transformer.ipynb" in pinned and "02_self_attention.ipynb" not in pinned, pinned
+
+
+def test_the_longest_one_thread_notebooks_are_handed_out_first():
+    from course_utils import cli
+
+    notebooks = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("solutions/*/*.ipynb"))
+    by_name = {path.stem: path for path in notebooks}
+    # A renamed or removed notebook would silently drop out of the order: each name must exist and be
+    # one that runs side by side (pins one thread).
+    for name in cli.LONGEST_FIRST:
+        assert name in by_name, f"LONGEST_FIRST names {name}, which is no notebook of the course"
+        assert cli._pins_one_thread(by_name[name]), f"{name} uses every core: it does not run side by side"
+    ordered = [path.stem for path in cli._longest_first(notebooks)]
+    assert ordered[: len(cli.LONGEST_FIRST)] == list(cli.LONGEST_FIRST)
+    assert sorted(ordered) == sorted(by_name), "the order must keep every notebook, once"
+
+
+def test_the_slowest_test_modules_named_first_exist():
+    import conftest
+
+    for name in conftest.SLOWEST_MODULES_FIRST:
+        assert (ROOT / "tests" / name).is_file(), f"SLOWEST_MODULES_FIRST names tests/{name}, which does not exist"
