@@ -128,7 +128,12 @@ def test_the_longest_one_thread_notebooks_are_handed_out_first():
 
 
 def test_the_slowest_test_modules_named_first_exist():
-    import conftest
+    import importlib.util
 
+    # By its path: under pytest, `import conftest` may find another folder's conftest.py.
+    spec = importlib.util.spec_from_file_location("course_tests_conftest", ROOT / "tests" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert conftest.SLOWEST_MODULES_FIRST, "tests/conftest.py should name the slowest modules"
     for name in conftest.SLOWEST_MODULES_FIRST:
         assert (ROOT / "tests" / name).is_file(), f"SLOWEST_MODULES_FIRST names tests/{name}, which does not exist"
