@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.course-installed
 # Extras installed with the course: `test` always; CI adds `triton` (COURSE_EXTRAS=test,triton).
 COURSE_EXTRAS ?= test
 
-.PHONY: setup lab test test-fast test-grading release grade grade-load bench html robustness e2e e2e-hub hub-env hub-load clean
+.PHONY: setup lab test test-fast test-grading release grade grade-load bench html robustness chromium e2e e2e-hub hub-env hub-load clean
 
 # Create .venv if missing and install the course into it; re-runs only when pyproject.toml changes.
 # COURSE_TORCH installs a particular torch build first (CI: the CPU wheel), e.g. COURSE_TORCH="torch==2.13.0",
@@ -71,11 +71,13 @@ html: setup
 robustness: setup
 	$(BIN)/course robustness $(ROBUSTNESS_ARGS)
 
-e2e: setup
-	$(BIN)/python -m pip install --quiet -e ".[$(COURSE_EXTRAS),e2e]"
-	@# Debian's Chromium: Playwright cannot download a browser here, it drives /usr/bin/chromium.
+# Debian's Chromium: Playwright cannot download a browser here, it drives /usr/bin/chromium.
+chromium:
 	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium) \
 		|| (sudo apt-get update && sudo apt-get install -y chromium)
+
+e2e: setup chromium
+	$(BIN)/python -m pip install --quiet -e ".[$(COURSE_EXTRAS),e2e]"
 	$(BIN)/course e2e
 
 # The class on a real JupyterHub (deploy/): accounts, PAM log-in, two learners and an instructor in
@@ -88,10 +90,8 @@ HUB_TORCH  ?= torch==2.13.0
 hub-env:
 	COURSE_TORCH="$${COURSE_TORCH:-$(HUB_TORCH)}" bash deploy/install.sh $(HUB_PREFIX)
 
-e2e-hub: setup hub-env
+e2e-hub: setup hub-env chromium
 	$(BIN)/python -m pip install --quiet -e ".[$(COURSE_EXTRAS),e2e]"
-	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium) \
-		|| (sudo apt-get update && sudo apt-get install -y chromium)
 	COURSE_PREFIX=$(HUB_PREFIX) timeout --kill-after=60 2400 \
 		$(BIN)/python -m pytest -p no:cacheprovider tests/e2e_hub -s
 

@@ -126,10 +126,15 @@ LONGEST_FIRST = (
 )
 
 
+def named_first(things: list, names: tuple[str, ...], name_of) -> list:
+    """`things` with those whose name_of(thing) is in `names` first, in that order, then the others in
+    their own order (the sort is stable). Also orders the test modules (tests/conftest.py)."""
+    rank = {name: position for position, name in enumerate(names)}
+    return sorted(things, key=lambda thing: rank.get(name_of(thing), len(rank)))
+
+
 def _longest_first(notebooks: list[Path]) -> list[Path]:
-    """The notebooks named in LONGEST_FIRST in that order, then the others in their own order."""
-    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
-    return sorted(notebooks, key=lambda path: rank.get(path.stem, len(rank)))
+    return named_first(notebooks, LONGEST_FIRST, lambda path: path.stem)
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
