@@ -106,21 +106,19 @@ def _pins_one_thread(notebook: Path) -> bool:
     return re.search(r"env\.setup\([^)]*threads\s*=\s*1\b", code) is not None
 
 
-# The one-thread notebooks that take longest, longest first: the two test workers take files in this
-# order, so that no long notebook starts last while the other worker sits idle. Seconds of cell time,
+# The one-thread chapters that take longest, longest first: the two test workers take files in this
+# order, so that no long chapter starts last while the other worker sits idle. Seconds of cell time,
 # measured with one thread on a 2-core AMD EPYC (pytest --durations=0), torch 2.13.0 CPU wheel: 09 119,
-# 10 63, 07 57, ex5 57, 12 54, 04 39, 08 39, 01 36, ex7 31, 11 29, 03 21; every other one under 15.
+# 10 63, 07 57, 12 54, 04 39, 08 39, 01 36, 11 29, 03 21; every other one under 15.
 # The order only changes how the work is shared, never what is checked.
 LONGEST_FIRST = (
     "09_vision_transformer",
     "10_bert_vs_gpt",
     "07_complete_transformer",
-    "ex5_attention_maps",
     "12_complexity_and_flash_attention",
     "04_positional_encoding",
     "08_pre_norm_vs_post_norm",
     "01_rnn_to_transformer",
-    "ex7_vision_transformer",
     "11_mha_from_scratch",
     "03_multi_head_attention",
 )
@@ -138,8 +136,10 @@ def _longest_first(notebooks: list[Path]) -> list[Path]:
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
-    """The suite in three parts: the library and grading tests in parallel workers; then the notebooks,
-    each with the kernel's own defaults as in a learner's JupyterLab.
+    """The suite in three parts: the library and grading tests in parallel workers; then the chapters,
+    each with the kernel's own defaults as in a learner's JupyterLab. The exercises' source notebooks
+    run from top to bottom in the grading pipeline's test (graded as a submission, in the grader's
+    kernel, where no cell may raise), and not a second time here.
 
     A notebook that uses every core (``env.setup()`` without ``threads``) runs alone: two such kernels
     on the same cores slow each other down many times over (PyTorch's worker threads spin while they
@@ -158,13 +158,13 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
         return _run(pytest + parallel + ["-m", "not slow", *ignored, *(extra or ["tests"])], env)
     if extra:
         return _run(pytest + parallel + extra, env)
-    notebooks = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("solutions/*/*.ipynb"))
+    notebooks = sorted(ROOT.glob("notebooks/*.ipynb"))
     one_thread = [str(path.relative_to(ROOT)) for path in _longest_first(notebooks) if _pins_one_thread(path)]
     every_core = [str(path.relative_to(ROOT)) for path in notebooks if not _pins_one_thread(path)]
     parts = [
         ("the library and the grading pipeline", pytest + parallel + ["tests"]),
-        ("the notebooks that use every core, one at a time", pytest + every_core),
-        ("the notebooks that pin one thread, two at a time", pytest + parallel + one_thread),
+        ("the chapters that use every core, one at a time", pytest + every_core),
+        ("the chapters that pin one thread, two at a time", pytest + parallel + one_thread),
     ]
     failed = []
     for number, (what, command) in enumerate(parts, start=1):

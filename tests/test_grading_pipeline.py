@@ -3,8 +3,9 @@
 One temporary course is prepared per module (copy of solutions/, release generated once); every
 submission below is graded in a single `grade` run with two workers, then each test reads its row:
 
-- the source notebook itself, graded as a submission, passes every test, hidden ones included, and
-  autogrades to full marks without being flagged (it is the model solution);
+- the source notebook itself, graded as a submission, runs from top to bottom without an error, passes
+  every test, hidden ones included, and autogrades to full marks without being flagged (it is the
+  model solution; `make test` runs the source notebooks here only, not again under nbval);
 - the release has no solution code and no hidden test (line by line against the source);
 - the untouched release fails every test and scores 0 (nbgrader's `validate --invert` semantics);
 - fixture submissions (tests/submissions/<assignment>/<name>/) score what their expected.json says;
@@ -144,6 +145,16 @@ def test_source_notebook_passes_all_its_tests_and_autogrades_to_full_marks(grade
     assert record.auto_score == record.auto_max > 0, _explain(record)
     assert record.failed_cells == [], _explain(record)
     assert not record.needs_review, f"the model solution must not be flagged: {_explain(record)}"
+    # The source notebooks run here from top to bottom, in the grader's kernel (`make test` does not run
+    # them a second time under nbval): no cell of theirs may raise, graded or not.
+    for name in course.assignment(assignment_id).notebooks:
+        executed = notebooks.load_json(course.autograded_dir / "source" / assignment_id / f"{name}.ipynb")
+        for cell in executed["cells"]:
+            errors = [output for output in cell.get("outputs", []) if output.get("output_type") == "error"]
+            assert not errors, (
+                f"solutions/{assignment_id}/{name}.ipynb, cell {notebooks.grade_id(cell) or cell.get('id')} raised "
+                f"{errors[0].get('ename')}: {errors[0].get('evalue')}"
+            )
     release = fixtures.release_notebook(course, course.assignment(assignment_id))
     manual_points = sum(
         float(notebooks.nbgrader_meta(cell)["points"])

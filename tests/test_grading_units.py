@@ -490,3 +490,24 @@ def test_kernel_guard_restores_references_and_fails_what_changed_during_a_test(t
     assert any("thread" in problem for problem in found["problems"]) and any(
         "settrace" in problem for problem in found["problems"]
     ), found["problems"]
+
+
+def test_the_gradebook_schema_head_is_what_alembic_heads_prints(tmp_path):
+    """The in-process answer (pipeline.gradebook_schema_head) against nbgrader's own: `alembic heads`
+    run as nbgrader runs it, on nbgrader's alembic.ini template."""
+    import subprocess
+    import sys
+
+    from nbgrader.dbutil import write_alembic_ini
+
+    from course_utils.grading import pipeline
+
+    ini = tmp_path / "alembic.ini"
+    write_alembic_ini(str(ini), f"sqlite:///{tmp_path / 'gradebook.db'}")
+    alembic = Path(sys.executable).parent / "alembic"
+    printed = subprocess.run([str(alembic), "-c", str(ini), "heads"], capture_output=True, text=True, check=True)
+    assert pipeline.gradebook_schema_head() == printed.stdout.split()[0], printed.stdout
+    pipeline.ensure_tools_on_path()
+    import nbgrader.api
+
+    assert nbgrader.api.get_alembic_version() == pipeline.gradebook_schema_head()
