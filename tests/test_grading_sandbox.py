@@ -412,3 +412,25 @@ if __name__ == "__main__":  # the ordinary user's half of test_graded_by_an_ordi
             kernel.stop()
         found["starts"] = starts
     print(json.dumps(found))
+
+
+def test_warm_kernels_get_the_graders_matplotlib_font_list(tmp_path, monkeypatch):
+    """A warm kernel's home starts empty: the grader hands it matplotlib's font list (where matplotlib
+    would otherwise read every font file again), and only when the tests use matplotlib."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    from course_utils.grading import warmkernel
+    from course_utils.grading.session import matplotlib_font_list
+
+    assert matplotlib_font_list(["numpy", "torch", "math.sqrt?"]) == {}
+    handed = matplotlib_font_list(["numpy", "matplotlib.pyplot"])
+    name = f"fontlist-v{font_manager.FontManager.__version__}.json"
+    assert list(handed) == [name], f"expected matplotlib's own cache file {name}, got {list(handed)}"
+    assert json.loads(handed[name])["_version"] == font_manager.FontManager.__version__
+    assert handed[name] == (Path(matplotlib.get_cachedir()) / name).read_text(encoding="utf-8")
+
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "home" / ".config" / "matplotlib"))
+    warmkernel.place_font_list({"../../elsewhere.json": "{}", **handed})
+    placed = sorted(path.name for path in (tmp_path / "home" / ".config" / "matplotlib").iterdir())
+    assert placed == sorted(["elsewhere.json", name]), f"the list must land in MPLCONFIGDIR, and only there: {placed}"

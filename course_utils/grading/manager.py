@@ -139,6 +139,7 @@ class Manager:
                 guard_file=self.config.guard_file,
                 memory_by_cgroup=cgroup is not None,
                 processes_by_cgroup=cgroup is not None and cgroup.limits_processes,
+                font_list=self.config.font_list,
             ),
         )
         kernel = Kernel(slot, pid, cgroup, ours)

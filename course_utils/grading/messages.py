@@ -172,6 +172,9 @@ class ManagerConfig(Message):
     limits: Limits  # for warm kernels, until their request sets their own
     marker_dir: str  # the manager's own folder; a marker file there must stay invisible to kernels
     log_dir: str  # the warm kernels' logs
+    # matplotlib's font list as the grader has it cached ({file name: its JSON}), handed to each warm
+    # kernel (WarmSetup): {} when no test imports matplotlib.
+    font_list: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -237,6 +240,7 @@ class WarmSetup(Message):
     guard_file: str
     memory_by_cgroup: bool
     processes_by_cgroup: bool
+    font_list: dict[str, str] = field(default_factory=dict)  # ManagerConfig.font_list
 
 
 @dataclass
