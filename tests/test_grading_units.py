@@ -507,7 +507,7 @@ def test_the_gradebook_schema_head_is_what_alembic_heads_prints(tmp_path):
     alembic = Path(sys.executable).parent / "alembic"
     printed = subprocess.run([str(alembic), "-c", str(ini), "heads"], capture_output=True, text=True, check=True)
     assert pipeline.gradebook_schema_head() == printed.stdout.split()[0], printed.stdout
-    pipeline.ensure_tools_on_path()
+    pipeline.prepare_nbgrader()
     import nbgrader.api
 
     assert nbgrader.api.get_alembic_version() == pipeline.gradebook_schema_head()

@@ -261,7 +261,7 @@ def _worker(
     os.environ["JUPYTER_PATH"] = str(session.root)
     runtime = session.runtime_dir(slot)
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
-    pipeline.ensure_tools_on_path()
+    pipeline.prepare_nbgrader()
     config = layout.nbgrader_config(
         CourseDirectory={
             "submitted_directory": str(job.staged_dir.parent.parent),

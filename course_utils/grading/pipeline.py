@@ -32,9 +32,10 @@ class GradingError(RuntimeError):
     """An nbgrader step failed; the message carries nbgrader's own log."""
 
 
-def ensure_tools_on_path() -> None:
-    """nbgrader calls helper programs (`alembic`) by name: make the running environment's bin/ visible.
-    The one it calls for every new gradebook is answered in this process instead (`gradebook_schema_head`)."""
+def prepare_nbgrader() -> None:
+    """Before nbgrader runs in this process: it calls helper programs (`alembic`) by name, so the running
+    environment's bin/ goes on PATH; the question it asks `alembic` for every new gradebook is answered
+    here instead (`gradebook_schema_head`)."""
     bin_dir = os.path.dirname(os.path.abspath(sys.executable))
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
@@ -58,7 +59,7 @@ def gradebook_schema_head() -> str:
 def _run(app, what: str) -> str:
     from nbgrader.utils import capture_log
 
-    ensure_tools_on_path()
+    prepare_nbgrader()
     result = capture_log(app)
     if not result["success"]:
         log = result.get("log", "").strip()
