@@ -103,8 +103,9 @@ def preload(names: list[str]) -> tuple[list[str], list[str]]:
 def place_font_list(font_list: dict[str, str]) -> None:
     """matplotlib's font list from the grader, where this kernel's matplotlib looks for it first."""
     folder = os.environ["MPLCONFIGDIR"]
-    for name, text in font_list.items():
+    if font_list:
         os.makedirs(folder, exist_ok=True)
+    for name, text in font_list.items():
         with open(os.path.join(folder, os.path.basename(name)), "w", encoding="utf-8") as handle:
             handle.write(text)
 
