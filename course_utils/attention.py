@@ -29,6 +29,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 __all__ = [
     "scaled_dot_product_attention",
@@ -42,6 +43,7 @@ __all__ = [
     "to_torch_attn_mask",
     "KVCache",
     "MultiHeadAttention",
+    "fused_attention",
     "copy_from_torch_mha",
 ]
 
@@ -219,36 +221,72 @@ class KVCache:
     Self-attention appends the new keys and values at every step. Cross-attention attends to a fixed
     encoder output: with ``static=True`` the first call stores its keys and values and later calls
     reuse them without recomputing the projections.
+
+    The keys and values live in a buffer with room to spare, which doubles when it is full: appending
+    one token writes one row in place instead of copying the whole cache (``torch.cat`` would copy all
+    ``t`` earlier rows at step ``t``, ``O(n^2)`` work for ``n`` tokens; the doubling copies each row about
+    once more on average). ``k`` and ``v`` are views of the filled part, ``(B, H, T, d)``; ``capacity``
+    says how many tokens fit before the next doubling.
     """
 
     def __init__(self, static: bool = False):
         self.static = static
-        self.k: torch.Tensor | None = None  # (B, H, T, d_k)
-        self.v: torch.Tensor | None = None  # (B, H, T, d_v)
+        self._k: torch.Tensor | None = None  # (B, H, capacity, d_k)
+        self._v: torch.Tensor | None = None  # (B, H, capacity, d_v)
+        self._length = 0
 
     def __len__(self) -> int:
-        return 0 if self.k is None else self.k.shape[-2]
+        return self._length
+
+    @property
+    def k(self) -> torch.Tensor | None:
+        """The cached keys ``(B, H, T, d_k)`` (a view of the buffer), or ``None`` before the first call."""
+        return None if self._k is None else self._k[:, :, : self._length]
+
+    @property
+    def v(self) -> torch.Tensor | None:
+        """The cached values ``(B, H, T, d_v)`` (a view of the buffer), or ``None`` before the first call."""
+        return None if self._v is None else self._v[:, :, : self._length]
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self._k is None else self._k.shape[-2]
 
     @property
     def is_filled(self) -> bool:
-        return self.k is not None
+        return self._k is not None
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add the new ``(B, H, T_new, d)`` keys and values; return everything cached so far."""
-        if self.k is None:
-            self.k, self.v = k, v
-        else:
-            if k.shape[:2] != self.k.shape[:2]:
-                raise ValueError(f"KV cache holds batch/heads {tuple(self.k.shape[:2])} but got {tuple(k.shape[:2])}")
-            self.k = torch.cat([self.k, k], dim=-2)
-            self.v = torch.cat([self.v, v], dim=-2)
+        if self._k is None:
+            # The first call (the prompt) is stored as it is: a static cache never grows, and a
+            # decoding cache gets its spare room at the first append that needs it.
+            self._k, self._v, self._length = k, v, k.shape[-2]
+            return self.k, self.v
+        if k.shape[:2] != self._k.shape[:2]:
+            raise ValueError(f"KV cache holds batch/heads {tuple(self._k.shape[:2])} but got {tuple(k.shape[:2])}")
+        start, stop = self._length, self._length + k.shape[-2]
+        if stop > self.capacity:
+            self._grow(stop)
+        self._k[:, :, start:stop] = k
+        self._v[:, :, start:stop] = v
+        self._length = stop
         return self.k, self.v
+
+    def _grow(self, needed: int) -> None:
+        capacity = max(needed, 2 * self.capacity)
+        for name in ("_k", "_v"):
+            old = getattr(self, name)
+            new = old.new_empty(*old.shape[:2], capacity, old.shape[-1])  # (B, H, capacity, d)
+            new[:, :, : self._length] = old[:, :, : self._length]
+            setattr(self, name, new)
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep batch rows ``index`` (beam search reorders its hypotheses every step)."""
-        if self.k is not None:
-            self.k = self.k.index_select(0, index)
-            self.v = self.v.index_select(0, index)
+        if self._k is not None:
+            index = index.to(self._k.device)
+            self._k = self._k.index_select(0, index)
+            self._v = self._v.index_select(0, index)
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,10 +306,12 @@ class MultiHeadAttention(nn.Module):
         bias: whether the four projections have a bias (``nn.MultiheadAttention`` has one).
         rotary: optional :class:`course_utils.positional.RotaryEmbedding` applied to queries and keys.
 
-    ``forward(query, key, value, mask=None, cache=None, need_weights=True) -> (out, weights)``:
+    ``forward(query, key, value, mask=None, cache=None, need_weights=True, is_causal=False) -> (out, weights)``:
     ``query`` is ``(B, T_q, d_model)``, ``key``/``value`` are ``(B, T_k, d_model)``; ``out`` is
     ``(B, T_q, d_model)``; ``weights`` is ``(B, H, T_q, T_k)`` (``None`` when ``need_weights=False``,
-    which uses PyTorch's fused kernel instead).
+    which uses PyTorch's fused kernels instead, see :func:`fused_attention`). ``is_causal=True`` means
+    ``mask=causal_mask(T_q, T_k)`` without building it, so that the fused kernels that take no mask
+    (FlashAttention's) can run; it cannot be combined with a ``mask``.
     """
 
     def __init__(
@@ -331,8 +371,13 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = True,
+        is_causal: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         self._check_inputs(query, key, value)
+        if is_causal and mask is not None:
+            raise ValueError(
+                "pass either is_causal=True or a mask, not both: combine a padding mask with causal_mask(T_q, T_k)"
+            )
         past = len(cache) if cache is not None and not cache.static else 0
         q = self.split_heads(self.W_q(query))  # (B, H, T_q, d_k)
         if cache is not None and cache.static and cache.is_filled:
@@ -351,16 +396,62 @@ class MultiHeadAttention(nn.Module):
             if mask.dim() == 3:
                 mask = mask.unsqueeze(1)  # (B, T_q, T_k) -> (B, 1, T_q, T_k)
             check_mask(mask, (q.shape[0], self.num_heads, q.shape[2], k.shape[2]))
+        if is_causal and q.shape[2] == 1:
+            is_causal = False  # one query, the newest token: it may see every key, so there is nothing to hide
 
         if need_weights:
+            if is_causal:
+                mask = causal_mask(q.shape[2], k.shape[2], device=q.device)
             out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         else:
             weights = None
-            # Fully masked rows give zeros here too (PyTorch >= 2.5, the minimum we require).
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=self.dropout.p if self.training else 0.0
-            )
+            decoding = cache is not None and not cache.static
+            out = fused_attention(q, k, v, mask, is_causal, self.dropout.p if self.training else 0.0, decoding)
         return self.W_o(self.merge_heads(out)), weights
+
+
+# PyTorch's fused kernels, less cuDNN's: the backends a decode step may use on a GPU (see fused_attention).
+_DECODE_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def fused_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    decoding: bool = False,
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` called so that its fastest kernels can take the call.
+
+    ``q (B, H, T_q, d)``, ``k``/``v`` ``(B, H, T_k, d)`` -> ``(B, H, T_q, d_v)``; ``mask`` in the course
+    convention, or ``is_causal=True`` for "query ``i`` sees keys up to its own position", the queries
+    being the last ``T_q`` positions of the ``T_k`` keys (as :func:`causal_mask` builds it).
+
+    Two things decide which kernel runs on a GPU:
+
+    - **No explicit mask where none is needed.** SDPA's flash backend takes no ``attn_mask``: a causal
+      mask passed as a tensor sends the call to a slower backend. A square causal mask is therefore
+      passed as ``is_causal=True``. (PyTorch aligns ``is_causal`` to the top-left corner, which equals
+      ours only when ``T_q == T_k``; for ``T_q < T_k``, a chunk of queries after a cached prefix, the
+      mask is built.)
+    - **Decoding is not prefill.** A decode step has one query and a key length that grows by one
+      every step. PyTorch may send such calls to its cuDNN backend (it did on an NVIDIA H200), which
+      prepares an execution plan for every shape it has not seen: with a new key length at every
+      step, each call paid that preparation on the CPU, far more than the kernel's own time on the
+      GPU, and the KV cache saved almost nothing (chapter 11 gives the measurements).
+      ``decoding=True`` keeps such calls on the flash, memory-efficient or math backends, whose cost
+      does not depend on having seen a shape before. On a CPU there is no cuDNN backend and the call
+      is unchanged.
+    """
+    if is_causal and q.shape[-2] != k.shape[-2]:
+        mask, is_causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device), False
+    if decoding and q.is_cuda:
+        with sdpa_kernel(_DECODE_BACKENDS):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
+    # Fully masked rows give zeros here too (PyTorch >= 2.5, the minimum we require).
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
 
 
 def copy_from_torch_mha(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> MultiHeadAttention:

@@ -340,7 +340,7 @@ def beam_search(
     for b, (_, ids) in enumerate(best):
         out[b, : len(ids)] = torch.tensor(ids, dtype=torch.long, device=device)
     if return_scores:
-        return out, torch.tensor([score for score, _ in best], dtype=torch.float64)
+        return out, torch.tensor([score for score, _ in best], dtype=torch.float64, device=device)
     return out
 
 

@@ -243,7 +243,7 @@ def online_softmax_steps(
 
     scores = scores.double()  # the teaching helper favours exact printed numbers over speed
     m, l = -math.inf, 0.0
-    acc = torch.zeros(values.shape[1], dtype=torch.float64) if values is not None else None
+    acc = torch.zeros(values.shape[1], dtype=torch.float64, device=scores.device) if values is not None else None
     steps = []
     for block, start in enumerate(range(0, scores.shape[0], block_size)):
         stop = min(start + block_size, scores.shape[0])

@@ -68,7 +68,8 @@ class EncoderLayer(nn.Module):
 
     ``forward(x, mask=None, cache=None) -> x`` with ``x`` of shape ``(B, T, d_model)`` and ``mask``
     following the course convention (bool, ``True`` = may attend; a padding mask is ``(B, 1, 1, T)``).
-    With a causal mask this is also the GPT block (a decoder layer without cross-attention); ``cache``
+    With a causal mask (or ``is_causal=True``, the same without building the mask, which lets the fused
+    kernels run) this is also the GPT block (a decoder layer without cross-attention); ``cache``
     then holds the keys and values of earlier tokens, and ``rotary=True`` applies RoPE in attention.
     Set ``store_attention = True`` to keep the last attention weights in ``last_self_attention``.
     """
@@ -96,18 +97,26 @@ class EncoderLayer(nn.Module):
         self.store_attention = False
         self.last_self_attention: torch.Tensor | None = None
 
-    def _self_attention(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
-        out, weights = self.self_attn(x, x, x, mask, cache=cache, need_weights=self.store_attention)
+    def _self_attention(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None, is_causal: bool):
+        out, weights = self.self_attn(
+            x, x, x, mask, cache=cache, need_weights=self.store_attention, is_causal=is_causal
+        )
         self.last_self_attention = weights.detach() if weights is not None else None
         return self.dropout1(out)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
         if self.norm_first:
             # Normalise once and feed the same tensor as query, key and value.
-            x = x + self._self_attention(self.norm1(x), mask, cache)
+            x = x + self._self_attention(self.norm1(x), mask, cache, is_causal)
             x = x + self.dropout2(self.ffn(self.norm2(x)))
         else:
-            x = self.norm1(x + self._self_attention(x, mask, cache))
+            x = self.norm1(x + self._self_attention(x, mask, cache, is_causal))
             x = self.norm2(x + self.dropout2(self.ffn(x)))
         return x
 
@@ -115,8 +124,9 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention to the encoder output ``memory``, then feed-forward.
 
-    ``forward(x, memory, tgt_mask=None, memory_mask=None, self_cache=None, cross_cache=None) -> x``.
-    ``tgt_mask`` is usually ``causal_mask(T)`` (combined with a padding mask); ``memory_mask`` is the
+    ``forward(x, memory, tgt_mask=None, memory_mask=None, self_cache=None, cross_cache=None,
+    tgt_is_causal=False) -> x``. ``tgt_mask`` is usually ``causal_mask(T)`` (combined with a padding
+    mask; ``tgt_is_causal=True`` instead of a causal mask alone lets the fused kernels run); ``memory_mask`` is the
     source padding mask ``(B, 1, 1, S)``. With caches the layer decodes incrementally: ``x`` holds only
     the new tokens, and the cross-attention keys/values are computed once.
     """
@@ -146,8 +156,10 @@ class DecoderLayer(nn.Module):
         self.last_self_attention: torch.Tensor | None = None
         self.last_cross_attention: torch.Tensor | None = None
 
-    def _self_attention(self, x, mask, cache):
-        out, weights = self.self_attn(x, x, x, mask, cache=cache, need_weights=self.store_attention)
+    def _self_attention(self, x, mask, cache, is_causal):
+        out, weights = self.self_attn(
+            x, x, x, mask, cache=cache, need_weights=self.store_attention, is_causal=is_causal
+        )
         self.last_self_attention = weights.detach() if weights is not None else None
         return self.dropout1(out)
 
@@ -164,13 +176,14 @@ class DecoderLayer(nn.Module):
         memory_mask: torch.Tensor | None = None,
         self_cache: KVCache | None = None,
         cross_cache: KVCache | None = None,
+        tgt_is_causal: bool = False,
     ) -> torch.Tensor:
         if self.norm_first:
-            x = x + self._self_attention(self.norm1(x), tgt_mask, self_cache)
+            x = x + self._self_attention(self.norm1(x), tgt_mask, self_cache, tgt_is_causal)
             x = x + self._cross_attention(self.norm2(x), memory, memory_mask, cross_cache)
             x = x + self.dropout3(self.ffn(self.norm3(x)))
         else:
-            x = self.norm1(x + self._self_attention(x, tgt_mask, self_cache))
+            x = self.norm1(x + self._self_attention(x, tgt_mask, self_cache, tgt_is_causal))
             x = self.norm2(x + self._cross_attention(x, memory, memory_mask, cross_cache))
             x = self.norm3(x + self.dropout3(self.ffn(x)))
         return x
@@ -209,12 +222,16 @@ class Encoder(nn.Module):
         return [KVCache() for _ in self.layers]
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, caches: list[KVCache] | None = None
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        caches: list[KVCache] | None = None,
+        is_causal: bool = False,
     ) -> torch.Tensor:
         if caches is not None and len(caches) != len(self.layers):
             raise ValueError(f"got {len(caches)} caches for {len(self.layers)} layers")
         for i, layer in enumerate(self.layers):
-            x = layer(x, mask, caches[i] if caches is not None else None)
+            x = layer(x, mask, caches[i] if caches is not None else None, is_causal)
         return self.final_norm(x)
 
     def store_attention(self, on: bool = True) -> None:
@@ -255,12 +272,13 @@ class Decoder(nn.Module):
         tgt_mask: torch.Tensor | None = None,
         memory_mask: torch.Tensor | None = None,
         caches: list[tuple[KVCache, KVCache]] | None = None,
+        tgt_is_causal: bool = False,
     ) -> torch.Tensor:
         if caches is not None and len(caches) != len(self.layers):
             raise ValueError(f"got {len(caches)} caches for {len(self.layers)} decoder layers")
         for i, layer in enumerate(self.layers):
             self_cache, cross_cache = caches[i] if caches is not None else (None, None)
-            x = layer(x, memory, tgt_mask, memory_mask, self_cache, cross_cache)
+            x = layer(x, memory, tgt_mask, memory_mask, self_cache, cross_cache, tgt_is_causal)
         return self.final_norm(x)
 
     def store_attention(self, on: bool = True) -> None:

@@ -158,11 +158,13 @@ class Seq2SeqTransformer(nn.Module):
         _check_tokens(tgt, self.tgt_vocab_size, "tgt")
         past = len(caches[0][0]) if caches else 0
         length = tgt.shape[1]
-        mask = causal_mask(length, past + length, device=tgt.device)  # (T, past + T)
-        if past == 0:
-            mask = combine_masks(mask, padding_mask(tgt, self.pad_id))  # (B, 1, T, T)
+        if past == 0:  # the whole target: causal and padding
+            mask = combine_masks(causal_mask(length, device=tgt.device), padding_mask(tgt, self.pad_id))  # (B, 1, T, T)
+            is_causal = False
+        else:  # new tokens after a cached prefix (no padding there): causal alone, no mask to build
+            mask, is_causal = None, True
         x = self.positions(self.tgt_embed(tgt), offset=past)
-        return self.generator(self.decoder(x, memory, mask, src_mask, caches))
+        return self.generator(self.decoder(x, memory, mask, src_mask, caches, tgt_is_causal=is_causal))
 
     def new_caches(self) -> list[tuple[KVCache, KVCache]]:
         return self.decoder.new_caches()
@@ -299,6 +301,14 @@ class TransformerLM(Encoder):
             mask = combine_masks(mask, padding_mask(tokens, self.pad_id))
         return mask
 
+    def _attention_arguments(self, tokens: torch.Tensor, past: int) -> tuple[torch.Tensor | None, bool]:
+        """``(mask, is_causal)`` for the stack: the same as :meth:`attention_mask`, but a mask that is
+        causal and nothing else is passed as ``is_causal=True`` (no tensor), so that the fused kernels
+        that take no mask (FlashAttention's) can run."""
+        if self.causal and not (self.pad_id is not None and past == 0):
+            return None, True
+        return self.attention_mask(tokens, past), False
+
     def hidden_states(
         self, tokens: torch.Tensor, caches: list[KVCache] | None = None, segments: torch.Tensor | None = None
     ) -> torch.Tensor:
@@ -314,7 +324,8 @@ class TransformerLM(Encoder):
         if self.segment_embedding is not None:
             x = x + self.segment_embedding(segments if segments is not None else torch.zeros_like(tokens))
         x = self.dropout(self.embedding_norm(x))
-        return super().forward(x, self.attention_mask(tokens, past), caches)  # the encoder stack
+        mask, is_causal = self._attention_arguments(tokens, past)
+        return super().forward(x, mask, caches, is_causal)  # the encoder stack
 
     def forward(
         self, tokens: torch.Tensor, caches: list[KVCache] | None = None, segments: torch.Tensor | None = None

@@ -9,7 +9,8 @@ way. Position encodings break that symmetry.
 - Learned: one trainable vector per position (BERT, GPT-2). Positions never seen in training have
   no vector at all.
 - Rotary (Su et al., 2021): rotate each pair of query/key features by an angle proportional to the
-  position, so that ``<R_m q, R_n k>`` depends on ``m - n`` only.
+  position, so that ``<R_m q, R_n k>`` depends on the positions only through ``m - n`` (and on the
+  contents ``q`` and ``k``).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.d_model = d_model
         self.max_len = max_len
         self.dropout = nn.Dropout(dropout)
-        # A buffer: saved with the model and moved by .to(device), but never trained.
+        # A non-persistent buffer: moved by .to(device), never trained, and not stored in the state_dict
+        # (it is recomputed from the formula, so checkpoints do not carry max_len x d_model numbers).
         self.register_buffer("pe", sinusoidal_table(max_len, d_model)[None], persistent=False)  # (1, L, d)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -125,14 +127,17 @@ def rotary_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0)
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
     """Rotate each feature pair ``(x[2i], x[2i+1])`` of ``x`` ``(..., T, d)`` by ``positions * theta_i``.
 
-    ``positions`` defaults to ``0 .. T-1``. After this, ``apply_rotary(q)[m] . apply_rotary(k)[n]``
-    depends only on ``m - n``.
+    ``positions`` defaults to ``0 .. T-1`` and is moved to ``x``'s device. After this,
+    ``apply_rotary(q)[m] . apply_rotary(k)[n]`` depends on the positions only through ``m - n``.
     """
     length, head_dim = x.shape[-2], x.shape[-1]
     if positions is None:
         positions = torch.arange(length, device=x.device)
     if positions.shape != (length,):
         raise ValueError(f"positions must have shape ({length},), got {tuple(positions.shape)}")
+    # The angles follow the data: positions written as `torch.tensor([64])` live on the CPU, and a
+    # CPU table would meet a GPU `x` below (on CUDA that mix is an error, not a silent copy).
+    positions = positions.to(x.device)
     angles = rotary_angles(positions, head_dim, base)  # (T, d/2)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d/2)

@@ -206,3 +206,86 @@ def test_mha_input_errors_name_the_shapes():
         scaled_dot_product_attention(torch.randn(2, 4), torch.randn(2, 3), torch.randn(2, 3))
     with pytest.raises(ValueError, match="does not broadcast"):
         check_mask(torch.ones(2, 3, dtype=torch.bool), (1, 1, 4, 4))
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("t_q, past", [(T, 0), (3, 4), (1, 6)])
+def test_is_causal_equals_the_causal_mask(need_weights, t_q, past):
+    # Square (prefill), a chunk after a cached prefix, and one decode step: is_causal=True must mean
+    # causal_mask(T_q, T_k) with the queries as the last T_q positions, whichever kernel runs.
+    mha = MultiHeadAttention(D, H, dropout=0.0).eval()
+    x = torch.randn(2, past + t_q, D)
+    results = []
+    for causal in (False, True):
+        cache = KVCache()
+        if past:
+            mha(x[:, :past], x[:, :past], x[:, :past], causal_mask(past), cache=cache)
+        new = x[:, past:]
+        mask = None if causal else causal_mask(t_q, past + t_q)
+        results.append(mha(new, new, new, mask, cache=cache, need_weights=need_weights, is_causal=causal)[0])
+    torch.testing.assert_close(results[1], results[0], atol=1e-5, rtol=1e-5)
+
+
+def test_is_causal_and_a_mask_together_are_refused():
+    mha = MultiHeadAttention(D, H, dropout=0.0)
+    x = torch.randn(2, T, D)
+    with pytest.raises(ValueError, match="either is_causal=True or a mask"):
+        mha(x, x, x, causal_mask(T), is_causal=True)
+
+
+def test_fused_path_passes_no_mask_where_none_is_needed(monkeypatch):
+    # SDPA's flash backend takes no attn_mask: a square causal call must reach SDPA as is_causal=True
+    # without a tensor, and a single query (a decode step) with neither.
+    import course_utils.attention as attention
+
+    seen = []
+    real = F.scaled_dot_product_attention
+
+    def recording(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):
+        seen.append((q.shape[-2], k.shape[-2], attn_mask is None, is_causal))
+        return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", recording)
+    mha = MultiHeadAttention(D, H, dropout=0.0).eval()
+    x = torch.randn(2, T, D)
+    cache = KVCache()
+    mha(x[:, :4], x[:, :4], x[:, :4], cache=cache, need_weights=False, is_causal=True)
+    mha(x[:, 4:5], x[:, 4:5], x[:, 4:5], cache=cache, need_weights=False, is_causal=True)
+    mha(x[:, 5:], x[:, 5:], x[:, 5:], cache=cache, need_weights=False, is_causal=True)
+    assert seen == [(4, 4, True, True), (1, 5, True, False), (2, 7, False, False)], seen
+
+
+def test_kv_cache_grows_by_doubling_and_keeps_its_rows():
+    cache = KVCache()
+    k = torch.randn(2, H, 3, 8)
+    cache.append(k, k + 1)
+    assert len(cache) == 3 and cache.capacity == 3
+    rows = [k]
+    for step in range(9):
+        new = torch.randn(2, H, 1, 8)
+        rows.append(new)
+        keys, values = cache.append(new, new + 1)
+        assert keys.shape == (2, H, 4 + step, 8)
+    assert cache.capacity == 12  # 3 -> 6 -> 12 for 12 tokens: each row copied about once more on average
+    torch.testing.assert_close(cache.k, torch.cat(rows, dim=-2))
+    torch.testing.assert_close(cache.v, torch.cat(rows, dim=-2) + 1)
+    cache.reorder(torch.tensor([1, 1]))
+    torch.testing.assert_close(cache.k, torch.cat(rows, dim=-2)[[1, 1]])
+    with pytest.raises(ValueError, match="batch/heads"):
+        cache.append(torch.randn(3, H, 1, 8), torch.randn(3, H, 1, 8))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the cuDNN backend exists only there")
+def test_decode_steps_stay_off_the_cudnn_backend_on_a_gpu():
+    from torch.profiler import ProfilerActivity, profile
+
+    mha = MultiHeadAttention(256, 4, dropout=0.0).cuda().to(torch.bfloat16).eval()
+    x = torch.randn(8, 40, 256, device="cuda", dtype=torch.bfloat16)
+    cache = KVCache()
+    with torch.no_grad():
+        mha(x[:, :32], x[:, :32], x[:, :32], cache=cache, need_weights=False, is_causal=True)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for t in range(32, 40):
+                mha(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache, need_weights=False, is_causal=True)
+    names = {event.name for event in prof.key_averages()}
+    assert not any("cudnn" in name for name in names), sorted(n for n in names if "attention" in n)

@@ -188,3 +188,23 @@ def test_residual_block_adds_its_input():
         ResidualBlock(4, 4, stride=3)
     with pytest.raises(ValueError, match="at least one stage"):
         SmallResNet(widths=())
+
+
+@pytest.mark.parametrize("position", ["learned", "rope"])
+def test_causal_models_pass_is_causal_instead_of_a_mask(position):
+    # Without padding a causal model's mask is exactly causal_mask(T): the stack gets is_causal=True and
+    # no tensor (so that SDPA's flash backend can take it on a GPU), with the same result as the mask.
+    model = DecoderOnlyLM(20, d_model=32, num_heads=4, num_layers=2, max_len=16, dropout=0.0, position=position).eval()
+    tokens = torch.randint(0, 20, (3, 10))
+    assert model._attention_arguments(tokens, past=0) == (None, True)
+    for layer in model.layers:
+        layer.store_attention = False
+    fused = model(tokens)
+    x = model.token_embedding(tokens) * model.embedding_scale
+    if model.positions is not None:
+        x = model.positions(x)
+    reference = model.lm_head(Encoder.forward(model, model.embedding_norm(x), model.attention_mask(tokens)))
+    torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
+    padded = DecoderOnlyLM(20, d_model=32, num_heads=4, num_layers=1, max_len=16, pad_id=0)
+    mask, is_causal = padded._attention_arguments(tokens, past=0)
+    assert mask is not None and not is_causal  # padding needs the tensor
