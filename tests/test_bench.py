@@ -402,3 +402,165 @@ def test_stored_cpu_results_are_complete():
         assert row.ok and row.time_ms > 0 and row.peak_mem_mib > 0, row
     for suffix in (".md", ".png"):
         assert stored[0].with_suffix(suffix).exists(), f"{stored[0].with_suffix(suffix)} is missing"
+
+
+# What PyTorch says on a GPU older than Ampere (T4: sm75) when a call is pinned to the flash backend.
+SM75_FLASH_WARNING = (
+    "Flash attention only supports gpu architectures in the range [sm80, sm121]. Attempting to run on a sm 7.5 gpu."
+)
+
+
+def _no_flash_here(monkeypatch, fused_stand_in: bool = True):
+    """Make the CPU look like a T4: the pinned flash call warns and raises as PyTorch does on sm75; the
+    memory-efficient backend (which a T4 has, in fp16) is played by the CPU's fused kernel."""
+    import warnings
+
+    original_flash = bench.METHODS["sdpa-flash"]
+
+    def flash_on_sm75(q, k, v, causal):
+        warnings.warn(SM75_FLASH_WARNING, UserWarning)
+        raise RuntimeError("No available kernel. Aborting execution.")
+
+    monkeypatch.setitem(
+        bench.METHODS,
+        "sdpa-flash",
+        bench.AttentionMethod("sdpa-flash", flash_on_sm75, False, sdpa_backend="FLASH_ATTENTION"),
+    )
+    if fused_stand_in:
+        monkeypatch.setitem(
+            bench.METHODS,
+            "sdpa-efficient",
+            bench.AttentionMethod("sdpa-efficient", original_flash.fn, False, sdpa_backend="EFFICIENT_ATTENTION"),
+        )
+
+
+def test_grid_and_comparison_work_without_the_flash_backend(monkeypatch):
+    """Chapter 12's GPU cell on a GPU without FlashAttention: the grid records why, the comparison uses what ran."""
+    _no_flash_here(monkeypatch)
+    grid = bench.AttentionGrid(
+        "chapter12-gpu",
+        [bench.AttentionShape(batch=1, heads=2, seq_len=n, head_dim=16) for n in (64, 256)],
+        bench.MeasureSettings(CPU, torch.float32, min_repeats=1, max_repeats=2, budget_s=0.0),
+        methods=["naive", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flash-triton"],
+    )
+    results = bench.run_grid(grid, progress=None)
+    flash_rows = [r for r in results.rows if r.method == "sdpa-flash"]
+    assert all(r.status == "unsupported" for r in flash_rows), flash_rows
+    assert all("sm80" in r.reason and "sm 7.5" in r.reason for r in flash_rows), "the row must carry PyTorch's reason"
+    assert all(r.ok for r in results.rows if r.method in ("naive", "sdpa-math", "sdpa-efficient")), results.rows
+
+    comparison = bench.compare_fused(results, 256)
+    assert comparison.baseline.method == "naive", "naive (16-bit on a GPU) is the baseline when it ran"
+    assert comparison.fused.method == "sdpa-efficient", "without flash: the fastest fused kernel that ran"
+    assert not comparison.preferred_ran
+    assert comparison.speedup == pytest.approx(comparison.baseline.time_ms / comparison.fused.time_ms)
+    assert "sm80" in comparison.missing["sdpa-flash"] and "unsupported" in comparison.missing["sdpa-flash"]
+    assert set(comparison.missing) == {"sdpa-flash", "sdpa-cudnn", "flash-triton"}, comparison.missing
+    text = comparison.describe()
+    assert text.startswith("sdpa-flash did not run") and "sm 7.5" in text, text
+    assert "sdpa-efficient (the fastest fused kernel that ran, instead of sdpa-flash)" in text, text
+
+    # Nothing fused ran at all (a T4 asked for bf16): reported, and no ratio to check.
+    only_naive = bench.BenchmarkResults(
+        "g", "attention", {}, [r for r in results.rows if r.method not in ("sdpa-efficient",)]
+    )
+    nothing = bench.compare_fused(only_naive, 256)
+    assert nothing.fused is None and nothing.speedup is None
+    assert "no fused kernel ran" in nothing.describe()
+    with pytest.raises(ValueError, match="no rows"):
+        bench.compare_fused(results, 4096)
+
+
+def test_comparison_prefers_flash_when_it_ran_and_falls_back_to_sdpa_math():
+    grid = bench.AttentionGrid(
+        "g",
+        [bench.AttentionShape(batch=1, heads=2, seq_len=128, head_dim=16, causal=True)],
+        bench.MeasureSettings(CPU, torch.float32, min_repeats=1, max_repeats=1, budget_s=0.0),
+        methods=["sdpa-math", "sdpa-flash"],
+    )
+    results = bench.run_grid(grid, progress=None)
+    comparison = bench.compare_fused(results, 128, causal=True)
+    assert comparison.preferred_ran and comparison.baseline.method == "sdpa-math", comparison
+    assert comparison.missing == {
+        m: "not measured in this grid" for m in ("sdpa-cudnn", "sdpa-efficient", "flash-triton")
+    }
+    assert comparison.describe().startswith("sdpa-cudnn did not run either"), comparison.describe()
+
+
+def test_accuracy_bound_from_bf16_rounding_passes_real_kernels_and_catches_a_wrong_one(monkeypatch):
+    """The relative tolerance of chapter 12's GPU cell, exercised on the CPU's bf16 kernels."""
+    # A kernel with its softmax scale 25% off, and one that ignores the last 16 keys.
+    monkeypatch.setitem(
+        bench.METHODS,
+        "scale-off",
+        bench.AttentionMethod("scale-off", lambda q, k, v, causal: bench.naive_attention(q * 1.25, k, v, causal), True),
+    )
+    monkeypatch.setitem(
+        bench.METHODS,
+        "lost-keys",
+        bench.AttentionMethod(
+            "lost-keys",
+            lambda q, k, v, causal: bench.naive_attention(q, k[..., :-16, :], v[..., :-16, :]),  # not causal
+            True,
+        ),
+    )
+    for causal in (False, True):
+        report = bench.accuracy_against_reference(
+            ["naive", "sdpa-math", "sdpa-flash", "flash-pytorch", "flash-triton", "scale-off", "lost-keys"],
+            bench.AttentionShape(1, 2, 256, 32, causal),
+            CPU,
+            torch.bfloat16,
+            seed=3,
+        )
+        assert report.reference_dtype == "float64" and report.dtype == "bfloat16"
+        # bf16 keeps 8 significant bits: rounding costs a few tenths of a percent of the largest output.
+        assert 1e-4 < report.rounding_error / report.ref_max_abs < 2e-2, report.describe()
+        for name in ("naive", "sdpa-math", "sdpa-flash", "flash-pytorch"):
+            m = report.methods[name]
+            assert m.status == "ok" and m.max_error <= report.bound, report.describe()
+        assert report.methods["flash-triton"].status == "unsupported"
+        for name in ("scale-off", "lost-keys") if not causal else ("scale-off",):
+            assert report.methods[name].max_error > report.bound, f"{name} should fail:\n{report.describe()}"
+    assert "bound 4x" in report.describe()
+
+
+def test_h100_nvl_and_pre_ampere_peaks(monkeypatch):
+    cuda = torch.device("cuda")
+    for name, dtype, peak in [
+        ("NVIDIA H100 NVL", torch.bfloat16, 835.0),
+        ("NVIDIA H100 80GB HBM3", torch.bfloat16, 989.0),
+        ("NVIDIA H100 PCIe", torch.float16, 756.0),
+        ("NVIDIA H200", torch.bfloat16, 989.0),
+        ("Tesla T4", torch.float16, 65.0),
+        ("Tesla T4", torch.bfloat16, None),  # no bf16 tensor cores before Ampere
+        ("Tesla V100-SXM2-16GB", torch.float16, 125.0),
+        ("Tesla V100-PCIE-32GB", torch.float16, 112.0),
+        ("NVIDIA H200", torch.float32, None),
+    ]:
+        monkeypatch.setattr(bench.machine, "device_name", lambda device, name=name: name)
+        assert bench.peak_tflops(cuda, dtype) == peak, (name, dtype)
+    assert bench.peak_tflops(CPU, torch.bfloat16) is None
+    assert bench.half_dtype(CPU) == torch.bfloat16
+
+
+def test_stored_h200_tables_are_complete_and_readable():
+    """benchmarks/nvidia-h200/: the gpu and memory grids chapter 12 prints when the learner has no GPU."""
+    root = bench.default_results_dir() / "nvidia-h200"
+    gpu, memory = bench.load_results(root / "gpu.json"), bench.load_results(root / "memory.json")
+    assert gpu.meta["device_name"] == "NVIDIA H200" and gpu.meta["peak_tflops"] == 989.0
+    methods = ["naive", "sdpa-math", "sdpa-flash", "sdpa-cudnn", "flash-triton"]
+    table = bench.throughput_table(gpu, 16384, methods)
+    assert [(e["head_dim"], e["causal"]) for e in table] == [(128, False), (128, True), (64, False), (64, True)]
+    assert all(e[m] is not None and e[m].ok and e[m].pct_of_peak > 0 for e in table for m in methods)
+    text = bench.format_throughput_table(gpu, 16384, methods)
+    assert "| 128, no |" in text and "% of the 989 TFLOP/s" in text, text
+    assert bench.compare_fused(gpu, 16384, head_dim=64).preferred_ran
+    largest = max(r.seq_len for r in memory.rows)
+    statuses = {r.method: r.status for r in memory.rows if r.seq_len == largest}
+    assert statuses["naive"] == "oom" and statuses["flash-triton"] == "ok", statuses
+    fig = bench.plot_side_by_side(
+        [("H200 memory", memory, {}), ("H200 gpu, d = 64", gpu, {"head_dim": 64, "causal": False})], "peak_mem_mib"
+    )
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="unknown metric"):
+        bench.plot_side_by_side([("x", gpu, {})], "speed")

@@ -31,6 +31,13 @@ The methods
 
 A method that cannot run in a setting is recorded with status ``unsupported`` (and why), a size
 that does not fit with ``oom``, one predicted to take too long with ``skipped``: a row, never a crash.
+On a GPU older than Ampere (T4, V100: compute capability below 8.0) PyTorch has no FlashAttention
+kernel: the pinned ``sdpa-flash`` call raises "No available kernel" and its row says why; the grids
+measure such GPUs in fp16 (:func:`~course_utils.bench.machine.half_dtype`), and
+:func:`compare_fused` compares with the fastest fused kernel that did run.
+
+On CUDA the ``meta`` of a table records ``fp16_bf16_reduction_math_sdp_allowed``: False by default,
+which means the ``sdpa-math`` rows computed their bf16/fp16 inputs in fp32.
 
 The package, in the order a measurement flows
 ---------------------------------------------
@@ -39,6 +46,8 @@ The package, in the order a measurement flows
 ``records``   the typed rows and results               ``measure``  one method on one shape -> one row
 ``grids``     sweeps and their summary                 ``decode``   generation with and without a KV cache
 ``results``   storing, reading, printing the tables    ``cli``      the command line
+``compare``   reading a grid: fused kernels against a baseline (and what did not run, and why),
+              TFLOP/s as a share of the peak, 16-bit accuracy against a reference, panels side by side
 
 Grids and the command line
 --------------------------
@@ -53,8 +62,20 @@ from __future__ import annotations
 from ..attention import naive_attention
 from ..plotting import plot_benchmark as plot_results
 from .cli import main
+from .compare import (
+    BASELINE_METHODS,
+    FUSED_METHODS,
+    AccuracyReport,
+    FusedComparison,
+    accuracy_against_reference,
+    compare_fused,
+    format_throughput_table,
+    plot_side_by_side,
+    throughput_table,
+)
 from .decode import DecodeConfig, run_decode_benchmark
 from .grids import AttentionGrid, make_grid, run_grid
+from .machine import half_dtype, math_sdp_reduced_precision, peak_tflops
 from .measure import AttentionShape, MeasureSettings, measure_attention
 from .memory import peak_memory
 from .methods import METHODS, AttentionMethod, attention_flops
@@ -89,4 +110,16 @@ __all__ = [
     "format_table",
     "default_results_dir",
     "main",
+    "FUSED_METHODS",
+    "BASELINE_METHODS",
+    "FusedComparison",
+    "compare_fused",
+    "throughput_table",
+    "format_throughput_table",
+    "AccuracyReport",
+    "accuracy_against_reference",
+    "plot_side_by_side",
+    "half_dtype",
+    "math_sdp_reduced_precision",
+    "peak_tflops",
 ]

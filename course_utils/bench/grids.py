@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from .machine import default_device, load_average, machine_info
+from .machine import default_device, half_dtype, load_average, machine_info
 from .measure import AttentionShape, MeasureSettings, measure_attention
 from .methods import METHODS
 from .records import AttentionRow, BenchmarkResults
@@ -70,6 +70,7 @@ def make_grid(name: str, device: torch.device | str | None = None, quick: bool =
             notes=["fp32, batch 1, 8 heads, head dim 64, not causal" if not quick else "quick: tiny sizes"],
         )
     if name == "gpu":
+        half = half_dtype(device)  # bf16; fp16 on GPUs older than Ampere, which have no bf16 tensor cores
         tokens = 1024 if quick else 16384  # batch * seq_len stays constant: the work per token is fixed
         lengths = [128, 256] if quick else [512, 1024, 2048, 4096, 8192, 16384]
         shapes = [
@@ -81,9 +82,12 @@ def make_grid(name: str, device: torch.device | str | None = None, quick: bool =
         return AttentionGrid(
             name,
             shapes,
-            MeasureSettings(device, torch.bfloat16, min_repeats=3, max_repeats=50, budget_s=0.2, block=1024),
+            MeasureSettings(device, half, min_repeats=3, max_repeats=50, budget_s=0.2, block=1024),
             method_budget_s=15.0,
-            notes=["bf16 forward, hidden size 2048 (32 heads of 64 or 16 heads of 128), batch x seq_len = 16384"],
+            notes=[
+                f"{'bf16' if half == torch.bfloat16 else 'fp16'} forward, hidden size 2048 (32 heads of 64 or 16 "
+                "heads of 128), batch x seq_len = 16384"
+            ],
         )
     # memory
     if quick:
@@ -94,7 +98,7 @@ def make_grid(name: str, device: torch.device | str | None = None, quick: bool =
         lengths = [256, 512, 1024, 2048, 4096]
     settings = MeasureSettings(
         device,
-        torch.bfloat16 if on_gpu else torch.float32,
+        half_dtype(device) if on_gpu else torch.float32,
         min_repeats=1,
         max_repeats=3,
         budget_s=0.5,
@@ -108,7 +112,10 @@ def make_grid(name: str, device: torch.device | str | None = None, quick: bool =
         stop_when_oom="naive" if on_gpu else None,
     )
     if on_gpu:
-        grid.notes.append("batch 1, 16 heads, head dim 64, bf16; n doubles until naive attention runs out of memory")
+        grid.notes.append(
+            f"batch 1, 16 heads, head dim 64, {str(settings.dtype).replace('torch.', '')}; n doubles until naive "
+            "attention runs out of memory"
+        )
     elif not quick:
         settings.memory_cap_bytes = 6 * 2**30
         grid.notes.append(

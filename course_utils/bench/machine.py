@@ -11,11 +11,32 @@ import torch
 
 from .. import env
 
-__all__ = ["device_name", "slugify", "peak_tflops", "machine_info", "load_average", "default_device"]
+__all__ = [
+    "device_name",
+    "slugify",
+    "peak_tflops",
+    "half_dtype",
+    "math_sdp_reduced_precision",
+    "machine_info",
+    "load_average",
+    "default_device",
+]
 
-# Dense (no sparsity) bf16/fp16 tensor-core peaks from NVIDIA's datasheets, TFLOP/s. The first name
-# contained in the device name wins, so the more specific names come first.
-_PEAK_TFLOPS_16BIT = (("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 312.0))
+_BF16_FP16 = (torch.bfloat16, torch.float16)
+# Dense (no sparsity) 16-bit tensor-core peaks from NVIDIA's datasheets, TFLOP/s, and the dtypes they
+# hold for. The first name contained in the device name wins, so the more specific names come first
+# ("NVIDIA H100 NVL" must not fall through to "H100"; its dense bf16 peak is half of the 1,671 with
+# sparsity). Pre-Ampere GPUs (V100, T4) have fp16 tensor cores and no bf16 ones.
+_PEAK_TFLOPS_16BIT = (
+    ("H200", 989.0, _BF16_FP16),
+    ("H100 NVL", 835.0, _BF16_FP16),
+    ("H100 PCIe", 756.0, _BF16_FP16),
+    ("H100", 989.0, _BF16_FP16),
+    ("A100", 312.0, _BF16_FP16),
+    ("V100-PCIE", 112.0, (torch.float16,)),
+    ("V100", 125.0, (torch.float16,)),
+    ("Tesla T4", 65.0, (torch.float16,)),
+)
 
 
 def default_device() -> torch.device:
@@ -50,13 +71,36 @@ def slugify(name: str, is_gpu: bool) -> str:
 
 def peak_tflops(device: torch.device, dtype: torch.dtype) -> float | None:
     """The datasheet's dense bf16/fp16 peak of a known GPU, else ``None`` (CPU, fp32, unknown GPU)."""
-    if device.type != "cuda" or dtype not in (torch.bfloat16, torch.float16):
+    if device.type != "cuda" or dtype not in _BF16_FP16:
         return None
     name = device_name(device)
-    for key, tflops in _PEAK_TFLOPS_16BIT:
+    for key, tflops, dtypes in _PEAK_TFLOPS_16BIT:
         if key in name:
-            return tflops
+            return tflops if dtype in dtypes else None
     return None
+
+
+def half_dtype(device: torch.device | str) -> torch.dtype:
+    """The 16-bit dtype to measure a GPU in: bf16 where its tensor cores have it (Ampere, sm80, and newer),
+    else fp16 (V100, T4: there bf16 is emulated, and no fused SDPA kernel takes it). bf16 on a CPU."""
+    device = torch.device(device)
+    if (
+        device.type == "cuda"
+        and torch.cuda.is_available()
+        and not torch.cuda.is_bf16_supported(including_emulation=False)
+    ):
+        return torch.float16
+    return torch.bfloat16
+
+
+def math_sdp_reduced_precision() -> bool:
+    """Whether SDPA's math backend may compute fp16/bf16 inputs in their own precision.
+
+    False by default (PyTorch 2.5 and newer): the math backend then upcasts fp16/bf16 to fp32, computes
+    and stores its scores in fp32 and casts the output back, on CUDA and on the CPU alike.
+    ``torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)`` turns it on.
+    """
+    return bool(torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed())
 
 
 def load_average() -> list[float] | None:
@@ -80,6 +124,10 @@ def machine_info(device: torch.device) -> dict:
     if device.type == "cuda":
         info["cuda"] = torch.version.cuda
         info["gpu_memory_gib"] = round(torch.cuda.get_device_properties(device).total_memory / 2**30, 1)
+        major, minor = torch.cuda.get_device_capability(device)
+        info["compute_capability"] = f"sm{major}{minor}"
+        # False (the default): the sdpa-math rows computed bf16/fp16 inputs in fp32 (see math_sdp_reduced_precision).
+        info["fp16_bf16_reduction_math_sdp_allowed"] = math_sdp_reduced_precision()
     try:
         import triton
 

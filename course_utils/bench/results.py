@@ -93,8 +93,20 @@ def _header(results: BenchmarkResults) -> list[str]:
         facts.append(
             f"load average (1/5/15 min) {meta['load_average_start']} at start, {meta.get('load_average_end')} at end"
         )
+    if meta.get("compute_capability"):
+        facts.append(f"compute capability {meta['compute_capability']}")
     if meta.get("peak_tflops"):
         facts.append(f"peak {meta['peak_tflops']:.0f} TFLOP/s (datasheet, dense)")
+    if "fp16_bf16_reduction_math_sdp_allowed" in meta:
+        allowed = meta["fp16_bf16_reduction_math_sdp_allowed"]
+        facts.append(
+            f"`fp16_bf16_reduction_math_sdp_allowed` {allowed}: "
+            + (
+                "sdpa-math computed in the inputs' 16-bit dtype"
+                if allowed
+                else "sdpa-math upcast its 16-bit inputs to fp32"
+            )
+        )
     if meta.get("partial"):
         facts.append("**partial results**: the run ended before the grid was complete")
     else:
