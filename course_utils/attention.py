@@ -179,6 +179,7 @@ def scaled_dot_product_attention(
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if mask is not None:
         check_mask(mask, scores.shape)
+        mask = mask.to(scores.device)  # a mask made on the CPU follows the data (on a GPU a mix is an error)
         # The most negative finite number, not -inf: a fully masked row then gets a finite softmax
         # (uniform), which we zero below, so neither the output nor the gradient becomes NaN.
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -396,6 +397,7 @@ class MultiHeadAttention(nn.Module):
             if mask.dim() == 3:
                 mask = mask.unsqueeze(1)  # (B, T_q, T_k) -> (B, 1, T_q, T_k)
             check_mask(mask, (q.shape[0], self.num_heads, q.shape[2], k.shape[2]))
+            mask = mask.to(q.device)  # a mask made on the CPU follows the data (on a GPU a mix is an error)
         if is_causal and q.shape[2] == 1:
             is_causal = False  # one query, the newest token: it may see every key, so there is nothing to hide
 
@@ -447,6 +449,8 @@ def fused_attention(
     """
     if is_causal and q.shape[-2] != k.shape[-2]:
         mask, is_causal = causal_mask(q.shape[-2], k.shape[-2], device=q.device), False
+    if mask is not None:
+        mask = mask.to(q.device)
     if decoding and q.is_cuda:
         with sdpa_kernel(_DECODE_BACKENDS):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)

@@ -60,7 +60,8 @@ def _check_tokens(tokens: torch.Tensor, vocab_size: int, name: str) -> None:
         raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
     if tokens.shape[1] == 0:
         raise ValueError(f"{name} is an empty sequence (length 0)")
-    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
+    # The ids' range needs their values: a tensor on the meta device (shapes only) skips this check.
+    if tokens.numel() and not tokens.is_meta and (tokens.min() < 0 or tokens.max() >= vocab_size):
         raise ValueError(
             f"{name} has ids in [{int(tokens.min())}, {int(tokens.max())}] but the vocabulary size is {vocab_size}"
         )

@@ -321,7 +321,7 @@ def train(
                         else type(loss).__name__
                     )
                     raise TypeError(f"loss_fn must return a scalar tensor (or (loss, metrics)), got {got}")
-                if not torch.isfinite(loss):
+                if not loss.is_meta and not torch.isfinite(loss):  # a meta tensor (shapes only) has no value
                     raise FloatingPointError(
                         f"the loss became {loss.item()} at step {step + 1}: lower the learning rate, clip "
                         "gradients (clip_grad_norm=1.0), or look for log(0) in the loss"
@@ -536,7 +536,7 @@ class LabelSmoothingLoss(nn.Module):
         if not keep.any():
             return logits.sum() * 0.0  # keeps the graph, so backward() still works
         logits, target = logits[keep], target[keep]
-        if target.min() < 0 or target.max() >= num_classes:
+        if not target.is_meta and (target.min() < 0 or target.max() >= num_classes):  # meta: shapes only
             raise ValueError(f"target ids must be in [0, {num_classes}) or ignore_index={self.ignore_index}")
         if logits.dtype not in (torch.float32, torch.float64):
             logits = logits.float()  # half-precision log-softmax loses too much
