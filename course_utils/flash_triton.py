@@ -15,17 +15,34 @@ The same algorithm as :mod:`course_utils.flash` (read that first), now as the GP
 Triton is optional for the course: importing this module works without it, and calling
 :func:`flash_attention_triton` then raises an error that says what to install. Without a GPU the
 kernel still runs, slowly, in Triton's interpreter: set ``TRITON_INTERPRET=1`` *before* Python
-imports this module (the tests do that in a subprocess).
+imports this module (the tests do that in a subprocess). The interpreter runs the GPU's code, with two
+exceptions that :func:`interpreter_workarounds` detects by running two tiny kernels, and that are used
+only where that interpreter needs them:
+
+- Triton's interpreter up to 3.6 cannot take a runtime number as a ``range`` bound under NumPy >= 2.4
+  (``int()`` of a one-element array raises ``TypeError``; Triton 3.8 and 3.9 no longer do this). There the
+  loop runs over every key block instead of stopping at the causal bound (the blocks past the diagonal
+  are fully masked, so the result is the same; only the GPU's shortcut is not taken).
+- The interpreter stores bfloat16 as its raw 16 bits and multiplies those bits in ``tl.dot`` (NumPy has
+  no bfloat16), which gives garbage. There the two bf16 tiles are widened to fp32 just before each
+  ``tl.dot``, after every bf16 rounding the GPU does (``p`` is still rounded to bf16 first). Widening
+  is exact and the product of two bf16 numbers (8 significant bits each) is exact in fp32 (24 bits),
+  so only the order of the fp32 additions can differ from the GPU's tensor cores.
+
+Head sizes up to 256 are supported. The tiles for each dtype and head size are chosen so that the
+kernel's shared memory fits an A100 (163 KB a block) and an H100 (227 KB a block); ``tests/test_flash.py``
+compiles every configuration for both on the CPU and checks the figures Triton reports.
 """
 # No `from __future__ import annotations` here: Triton's interpreter before 3.2 recognises the kernel's
 # tl.constexpr parameters by their annotation object, and a string annotation made them tensors.
 
+import functools
 import math
 import os
 
 import torch
 
-__all__ = ["flash_attention_triton", "triton_available", "TRITON_IMPORT_ERROR"]
+__all__ = ["flash_attention_triton", "triton_available", "interpreter_workarounds", "TRITON_IMPORT_ERROR"]
 
 try:
     import triton
@@ -47,6 +64,32 @@ def _interpreting() -> bool:
 
 
 if triton is not None:
+
+    @triton.jit
+    def _dot_16bit(a, b, WIDEN: tl.constexpr):
+        """``tl.dot`` of two bf16/fp16 tiles, accumulated in fp32. WIDEN (only in an interpreter that
+        multiplies bf16's raw bits): the same products, computed from the exactly widened values."""
+        if WIDEN:
+            result = tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        else:
+            result = tl.dot(a, b)
+        return result
+
+    @triton.jit
+    def _probe_loop_bound(Out, n):
+        """Counts the blocks of 16 below min(16 * (program + 1), n): a bound the interpreter may refuse."""
+        count = tl.zeros([16], dtype=tl.int32)
+        for _ in range(0, tl.minimum((tl.program_id(0) + 1) * 16, n), 16):
+            count += 1
+        tl.store(Out + tl.arange(0, 16), count)
+
+    @triton.jit
+    def _probe_bf16_dot(A, B, C):
+        """C = A @ B for one 16 x 16 tile of bf16, accumulated in fp32."""
+        rows = tl.arange(0, 16)
+        a = tl.load(A + rows[:, None] * 16 + rows[None, :])
+        b = tl.load(B + rows[:, None] * 16 + rows[None, :])
+        tl.store(C + rows[:, None] * 16 + rows[None, :], tl.dot(a, b))
 
     @triton.jit
     def _flash_forward_kernel(
@@ -77,6 +120,7 @@ if triton is not None:
         BLOCK_N: tl.constexpr,
         BLOCK_D: tl.constexpr,
         INTERPRETED_KEYS: tl.constexpr,
+        WIDEN_BF16_DOT: tl.constexpr,
     ):
         query_block = tl.program_id(0)
         z = tl.program_id(1)  # which (batch, head) pair
@@ -92,8 +136,6 @@ if triton is not None:
             mask=row_ok[:, None] & dim_ok[None, :],
             other=0.0,
         )  # (BLOCK_M, BLOCK_D)
-        if DOT_FP32:
-            q = q.to(tl.float32)
 
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max (log2 units)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running denominator
@@ -104,10 +146,10 @@ if triton is not None:
             keys_end = tl.minimum((query_block + 1) * BLOCK_M, n_keys)
         else:
             keys_end = n_keys
-        # Triton's CPU interpreter (3.6 and earlier) turns every assigned scalar into a one-element
-        # array, which NumPy >= 2.4 refuses as a loop bound. There (INTERPRETED_KEYS > 0) the loop
-        # runs to the last key block, a plain number: blocks past a causal diagonal are fully masked
-        # below and change nothing. A compile-time choice: the GPU kernel loops to keys_end.
+        # INTERPRETED_KEYS is 0 on the GPU and in an interpreter that takes keys_end as a loop bound.
+        # Triton's interpreter up to 3.6 under NumPy >= 2.4 cannot (see the module docstring): there it
+        # is the number of keys, a plain number, and the loop runs to the last key block; blocks past a
+        # causal diagonal are fully masked below and change nothing.
         for key_start in range(0, keys_end if INTERPRETED_KEYS == 0 else INTERPRETED_KEYS, BLOCK_N):
             cols = key_start + cols_in_tile  # (BLOCK_N,) key positions
             col_ok = cols < n_keys
@@ -117,9 +159,9 @@ if triton is not None:
                 other=0.0,
             )
             if DOT_FP32:
-                scores = tl.dot(q, k_t.to(tl.float32), input_precision="ieee")  # (BLOCK_M, BLOCK_N)
+                scores = tl.dot(q, k_t, input_precision="ieee")  # (BLOCK_M, BLOCK_N), exact fp32 products
             else:
-                scores = tl.dot(q, k_t)  # fp32 accumulation of bf16/fp16 products
+                scores = _dot_16bit(q, k_t, WIDEN_BF16_DOT)  # fp32 accumulation of bf16/fp16 products
             scores = scores * qk_scale_log2
             visible = col_ok[None, :]
             if CAUSAL:
@@ -139,9 +181,9 @@ if triton is not None:
                 other=0.0,
             )  # (BLOCK_N, BLOCK_D)
             if DOT_FP32:
-                acc += tl.dot(p, v.to(tl.float32), input_precision="ieee")
+                acc += tl.dot(p, v, input_precision="ieee")
             else:
-                acc += tl.dot(p.to(v.dtype), v)
+                acc += _dot_16bit(p.to(v.dtype), v, WIDEN_BF16_DOT)  # p rounded to bf16/fp16 first
             m_i = m_new
 
         acc = acc / l_i[:, None]
@@ -154,15 +196,70 @@ if triton is not None:
         tl.store(Lse + z * n_queries + rows, (m_i + tl.math.log2(l_i)) * 0.6931471805599453, mask=row_ok)
 
 
-def _default_blocks(dtype: torch.dtype, block_d: int) -> tuple[int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps, num_stages) that fit the shared memory of current GPUs."""
+@functools.lru_cache(maxsize=None)
+def interpreter_workarounds() -> dict[str, str]:
+    """What this Triton interpreter cannot run of the GPU's code, found by running two tiny kernels.
+
+    Returns ``{}`` when it runs all of it, else ``{name: reason}`` with ``"loop_to_last_key_block"``
+    and/or ``"widen_bf16_dot"`` (see the module docstring). Only meaningful under ``TRITON_INTERPRET=1``.
+    """
+    if not (triton_available() and _interpreting()):
+        return {}
+    found = {}
+    counts = torch.zeros(16, dtype=torch.int32)
+    try:
+        _probe_loop_bound[(1,)](counts, 40)
+        if counts.tolist() != [1] * 16:  # program 0: min(16, 40) = 16, one block of 16
+            raise RuntimeError(f"counted {counts.tolist()}")
+    except Exception as exc:
+        found["loop_to_last_key_block"] = f"a runtime loop bound fails here: {type(exc).__name__}: {exc}"
+    a = torch.full((16, 16), 1.5, dtype=torch.bfloat16)
+    b = torch.eye(16, dtype=torch.bfloat16) * 2
+    c = torch.zeros(16, 16, dtype=torch.float32)
+    try:
+        _probe_bf16_dot[(1,)](a, b, c)
+        if not torch.equal(c, torch.full((16, 16), 3.0)):
+            raise RuntimeError(f"1.5 * 2 came out as {c[0, 0].item():.4g}")
+    except Exception as exc:
+        found["widen_bf16_dot"] = f"tl.dot on bf16 fails here: {type(exc).__name__}: {exc}"
+    return found
+
+
+def _launch_config(dtype: torch.dtype, head_dim: int) -> dict[str, int]:
+    """Tiles and launch options for this dtype and head size: BLOCK_M, BLOCK_N, BLOCK_D, num_warps,
+    num_stages. Chosen so that the kernel's shared memory fits an A100 and an H100 (tests/test_flash.py
+    compiles every configuration for both and checks)."""
+    block_d = max(16, triton.next_power_of_2(head_dim))
     if _interpreting():
-        return 32, 32, 4, 1  # the interpreter is numpy: bigger tiles mean fewer slow Python loops
-    if dtype == torch.float32:
-        return 64, 32, 4, 2  # fp32 tiles are twice the bytes
-    if block_d <= 64:
-        return 128, 64, 4, 3
-    return 128, 64, 8, 2
+        m, n, warps, stages = 32, 32, 4, 1  # the interpreter is numpy: bigger tiles mean fewer slow Python loops
+    elif dtype == torch.float32:
+        m, n, warps, stages = 64, 32, 4, 2  # fp32 tiles are twice the bytes
+    elif block_d <= 64:
+        m, n, warps, stages = 128, 64, 4, 3
+    elif block_d <= 128:
+        m, n, warps, stages = 128, 64, 8, 2
+    else:
+        m, n, warps, stages = 64, 64, 8, 2  # d > 128: 128-row tiles would need twice the shared memory
+    return {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_D": block_d, "num_warps": warps, "num_stages": stages}
+
+
+def _kernel_constants(dtype: torch.dtype, causal: bool, n_keys: int) -> dict[str, bool | int]:
+    """The kernel's compile-time switches besides the tiles, as the launcher sets them."""
+    workarounds = interpreter_workarounds()
+    return {
+        "CAUSAL": bool(causal),
+        "DOT_FP32": dtype == torch.float32,  # fp32 inputs get exact fp32 products instead of TF32
+        # 0: one compiled kernel for every length, looping to keys_end (see the module docstring)
+        "INTERPRETED_KEYS": n_keys if "loop_to_last_key_block" in workarounds else 0,
+        "WIDEN_BF16_DOT": dtype == torch.bfloat16 and "widen_bf16_dot" in workarounds,
+    }
+
+
+def _kernel_args(q3, k3, v3, out, lse, scale: float) -> list:
+    """The kernel's runtime arguments, in order, for (Z, T, d) tensors."""
+    strides = [t.stride(i) for t in (q3, k3, v3, out) for i in range(3)]
+    n_queries, n_keys, head_dim = q3.shape[1], k3.shape[1], q3.shape[2]
+    return [q3, k3, v3, out, lse, *strides, n_queries, n_keys, head_dim, scale * 1.4426950408889634]  # log2(e)
 
 
 def flash_attention_triton(
@@ -179,8 +276,7 @@ def flash_attention_triton(
 
     Args:
         q: ``(..., T_q, d)``; k, v: ``(..., T_k, d)``. One dtype among float32, bfloat16, float16;
-            ``d <= 256`` (tested with 16, 32, 64 and 128). On CUDA, or on the CPU when
-            ``TRITON_INTERPRET=1`` was set before import.
+            ``d <= 256``. On CUDA, or on the CPU when ``TRITON_INTERPRET=1`` was set before import.
         causal: query ``i`` sees keys ``j <= i`` (needs ``T_q == T_k``).
         scale: softmax scale, default ``1 / sqrt(d)``.
         return_lse: also return the float32 log-sum-exp of each query's scores ``(..., T_q)``.
@@ -227,9 +323,8 @@ def flash_attention_triton(
         out, lse = out.reshape(q.shape), lse.reshape(*lead, n_queries)
         return (out, lse) if return_lse else out
 
-    block_d = max(16, triton.next_power_of_2(head_dim))
-    default_m, default_n, num_warps, num_stages = _default_blocks(q.dtype, block_d)
-    block_m, block_n = block_m or default_m, block_n or default_n
+    config = _launch_config(q.dtype, head_dim)
+    block_m, block_n = block_m or config["BLOCK_M"], block_n or config["BLOCK_N"]
     for name, value in (("block_m", block_m), ("block_n", block_n)):
         if value < 16 or value & (value - 1):
             raise ValueError(f"{name} must be a power of two >= 16 (tl.dot's minimum); got {value}")
@@ -237,38 +332,13 @@ def flash_attention_triton(
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     grid = (triton.cdiv(n_queries, block_m), z)
     _flash_forward_kernel[grid](
-        q3,
-        k3,
-        v3,
-        out,
-        lse,
-        q3.stride(0),
-        q3.stride(1),
-        q3.stride(2),
-        k3.stride(0),
-        k3.stride(1),
-        k3.stride(2),
-        v3.stride(0),
-        v3.stride(1),
-        v3.stride(2),
-        out.stride(0),
-        out.stride(1),
-        out.stride(2),
-        n_queries,
-        n_keys,
-        head_dim,
-        scale * 1.4426950408889634,  # log2(e)
-        CAUSAL=bool(causal),
-        # fp32 inputs get exact fp32 products instead of TF32. Triton's CPU interpreter computes
-        # tl.dot with numpy, which has no bfloat16 and returns garbage for it, so there bf16 tiles
-        # are widened to fp32 first (loads, stores and the bf16 output still run as on the GPU).
-        DOT_FP32=q.dtype == torch.float32 or (_interpreting() and q.dtype == torch.bfloat16),
+        *_kernel_args(q3, k3, v3, out, lse, scale),
+        **_kernel_constants(q.dtype, causal, n_keys),
         BLOCK_M=block_m,
         BLOCK_N=block_n,
-        BLOCK_D=block_d,
-        INTERPRETED_KEYS=n_keys if _interpreting() else 0,  # 0: one compiled kernel for every length
-        num_warps=num_warps,
-        num_stages=num_stages,
+        BLOCK_D=config["BLOCK_D"],
+        num_warps=config["num_warps"],
+        num_stages=config["num_stages"],
     )
     out, lse = out.reshape(q.shape), lse.reshape(*lead, n_queries)
     return (out, lse) if return_lse else out
