@@ -305,8 +305,10 @@ class TransformerLM(Encoder):
     def _attention_arguments(self, tokens: torch.Tensor, past: int) -> tuple[torch.Tensor | None, bool]:
         """``(mask, is_causal)`` for the stack: the same as :meth:`attention_mask`, but a mask that is
         causal and nothing else is passed as ``is_causal=True`` (no tensor), so that the fused kernels
-        that take no mask (FlashAttention's) can run."""
-        if self.causal and not (self.pad_id is not None and past == 0):
+        that take no mask (FlashAttention's) can run. A model whose ``attention_mask`` was replaced (on
+        the instance, or in a subclass: chapter 06 builds leaky models that way) gets its own mask."""
+        replaced = "attention_mask" in vars(self) or type(self).attention_mask is not TransformerLM.attention_mask
+        if self.causal and not replaced and not (self.pad_id is not None and past == 0):
             return None, True
         return self.attention_mask(tokens, past), False
 

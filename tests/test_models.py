@@ -208,3 +208,6 @@ def test_causal_models_pass_is_causal_instead_of_a_mask(position):
     padded = DecoderOnlyLM(20, d_model=32, num_heads=4, num_layers=1, max_len=16, pad_id=0)
     mask, is_causal = padded._attention_arguments(tokens, past=0)
     assert mask is not None and not is_causal  # padding needs the tensor
+    leaky = torch.ones(10, 10, dtype=torch.bool)
+    model.attention_mask = lambda tokens, past=0: leaky  # a replaced mask is the one used
+    assert model._attention_arguments(tokens, past=0) == (leaky, False)
