@@ -92,6 +92,7 @@ FULL_SUITE_ONLY = (
     "test_lab.py",
     "test_html.py",
     "test_learner_path.py",
+    "test_devices_chapters.py",
 )
 
 

@@ -14,6 +14,7 @@ torch.set_num_threads(int(os.environ.get("COURSE_THREADS", "1")))
 SLOWEST_MODULES_FIRST = (
     "test_grading_pipeline.py",
     "test_grading_attacks.py",
+    "test_devices_chapters.py",
     "test_learner_path.py",
     "test_grading_feedback.py",
     "test_html.py",

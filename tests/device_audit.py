@@ -38,7 +38,6 @@ from pathlib import Path
 import torch
 import torch.fx.experimental._config  # noqa: F401  (the setting used in AcceleratorAudit.__enter__)
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 aten = torch.ops.aten
 
@@ -95,7 +94,7 @@ class AcceleratorAudit(TorchDispatchMode):
         if time.monotonic() > self.deadline:
             raise AuditDeadline(f"the cell ran past its deadline at {func}")
         kwargs = kwargs or {}
-        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        tensors = _tensors_in(args, kwargs)
         on_meta = [t for t in tensors if t.is_meta]
         if on_meta:
             if func is aten._local_scalar_dense.default:  # .item(), bool(), int(): a stand-in value
@@ -117,12 +116,24 @@ class AcceleratorAudit(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def _tensors_in(args, kwargs) -> list:
+    # Operands are tensors, or lists of tensors (cat, stack, index): one level deep is enough, and
+    # cheaper than a full tree walk on every operation of a chapter.
+    found = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(item for item in value if isinstance(item, torch.Tensor))
+    return found
+
+
 def _target_is_cpu(kwargs) -> bool:
     device = kwargs.get("device")
     return device is not None and torch.device(device).type == "cpu"
 
 
-CELL_SECONDS = 20.0  # a cell's deadline: the slowest chapter cell audits in a few seconds
+CELL_SECONDS = 10.0  # a cell's deadline: a training loop of the chapter's own is audited for that long
 TRAINING_STEPS = 3
 
 

@@ -8,25 +8,19 @@ it (chapter 04 once did: ``apply_rotary(q, torch.tensor([64]))`` with ``q`` on t
 
 - every public entry point of the learner's library gets its data on the device and its index,
   position and mask tensors made on the CPU, as a chapter writes them, and must answer on the device;
-- every chapter's code runs with ``COURSE_DEVICE=meta`` (``python tests/device_audit.py NOTEBOOK``), and
-  no cell may mix devices.
+- every chapter's code runs with ``COURSE_DEVICE=meta`` and no cell may mix devices
+  (``tests/test_devices_chapters.py``).
 """
 
 from __future__ import annotations
 
 import importlib
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from device_audit import AcceleratorAudit, is_device_mix
 from torch import nn
 
-from device_audit import AcceleratorAudit, is_device_mix
-
-ROOT = Path(__file__).resolve().parent.parent
 META = torch.device("meta")
 B, T, D, H, V = 2, 6, 16, 4, 11
 
@@ -45,8 +39,9 @@ def _seq2seq():
     from course_utils.models import Seq2SeqTransformer
 
     return (
-        Seq2SeqTransformer(V, V, d_model=D, num_heads=H, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
-                           dropout=0.0, pad_id=0)
+        Seq2SeqTransformer(
+            V, V, d_model=D, num_heads=H, num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.0, pad_id=0
+        )
         .to(META)
         .eval()
     )
@@ -116,8 +111,9 @@ def _vision():
 
     images = torch.randn(B, 1, 8, 8, device=META)
     patchify(images, 4)
-    VisionTransformer(img_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=D, num_heads=H,
-                      num_layers=1, d_ff=32).to(META)(images)
+    VisionTransformer(
+        img_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=D, num_heads=H, num_layers=1, d_ff=32
+    ).to(META)(images)
     return SmallResNet(in_channels=1, num_classes=10).to(META)(images)
 
 
@@ -149,8 +145,15 @@ def _training():
 
     model = nn.Linear(D, 3).to(META)
     data = (torch.randn(8, D), torch.zeros(8, dtype=torch.long))  # a data set on the CPU, moved by train()
-    training.train(model, training.supervised_loss(), training.make_batches(data, 4), torch.optim.SGD(
-        model.parameters(), lr=0.1), steps=2, device=META, progress=False)
+    training.train(
+        model,
+        training.supervised_loss(),
+        training.make_batches(data, 4),
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        steps=2,
+        device=META,
+        progress=False,
+    )
     smoothing = training.LabelSmoothingLoss(0.1, exclude=(0,))
     return smoothing(torch.randn(4, 3, device=META), torch.zeros(4, dtype=torch.long, device=META))
 
@@ -168,27 +171,69 @@ CALLS = {
     "training": _training,
 }
 EXERCISED = {
-    "attention": {"scaled_dot_product_attention", "naive_attention", "causal_mask", "padding_mask", "combine_masks",
-                  "check_mask", "check_qkv", "KVCache", "MultiHeadAttention", "fused_attention"},
-    "positional": {"sinusoidal_table", "SinusoidalPositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
-                   "apply_rotary", "rotary_angles"},
+    "attention": {
+        "scaled_dot_product_attention",
+        "naive_attention",
+        "causal_mask",
+        "padding_mask",
+        "combine_masks",
+        "check_mask",
+        "check_qkv",
+        "KVCache",
+        "MultiHeadAttention",
+        "fused_attention",
+    },
+    "positional": {
+        "sinusoidal_table",
+        "SinusoidalPositionalEncoding",
+        "LearnedPositionalEncoding",
+        "RotaryEmbedding",
+        "apply_rotary",
+        "rotary_angles",
+    },
     "layers": {"FeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder"},
-    "models": {"TokenEmbedding", "Seq2SeqTransformer", "TransformerLM", "DecoderOnlyLM", "EncoderOnlyMLM",
-               "PatchEmbedding", "patchify", "VisionTransformer", "ResidualBlock", "SmallResNet"},
+    "models": {
+        "TokenEmbedding",
+        "Seq2SeqTransformer",
+        "TransformerLM",
+        "DecoderOnlyLM",
+        "EncoderOnlyMLM",
+        "PatchEmbedding",
+        "patchify",
+        "VisionTransformer",
+        "ResidualBlock",
+        "SmallResNet",
+    },
     "decoding": {"greedy_decode", "beam_search", "sequence_log_prob", "sequence_score", "filter_logits", "generate"},
     "flash": {"flash_attention", "online_softmax_steps"},
     "training": {"train", "make_batches", "to_device", "supervised_loss", "LabelSmoothingLoss", "History"},
 }
 HOLDS_NO_DEVICE_CODE = {
-    "attention": {"from_torch_key_padding_mask", "to_torch_attn_mask", "copy_from_torch_mha"},  # one input, or copies into
+    "attention": {
+        "from_torch_key_padding_mask",
+        "to_torch_attn_mask",
+        "copy_from_torch_mha",
+    },  # one input, or copies into
     "positional": {"sinusoidal_shift_matrix"},  # builds a CPU matrix from numbers only
     "layers": {"copy_from_torch_layer", "ACTIVATIONS"},
     "models": {"count_parameters", "Preset", "PRESETS", "build_preset", "parameter_table"},  # build on meta already
-    "decoding": {"EncoderDecoderModel", "LanguageModel", "gnmt_length_penalty", "best_possible_score",
-                 "mask_predict"},  # protocols and arithmetic on floats; mask_predict loops on values (a while)
+    "decoding": {
+        "EncoderDecoderModel",
+        "LanguageModel",
+        "gnmt_length_penalty",
+        "best_possible_score",
+        "mask_predict",
+    },  # protocols and arithmetic on floats; mask_predict loops on values (a while)
     "flash": {"Tile", "OnlineSoftmaxStep"},  # records
-    "training": {"evaluate_accuracy", "evaluate_loss", "noam_lr", "noam_schedule", "warmup_cosine_multiplier",
-                 "warmup_cosine_schedule", "Batches"},  # read values back, or schedules of floats
+    "training": {
+        "evaluate_accuracy",
+        "evaluate_loss",
+        "noam_lr",
+        "noam_schedule",
+        "warmup_cosine_multiplier",
+        "warmup_cosine_schedule",
+        "Batches",
+    },  # read values back, or schedules of floats
 }
 
 
@@ -212,8 +257,11 @@ def test_the_audit_catches_what_cuda_refuses():
 
     x = torch.randn(1, 8, device=META)
     angles_on_cpu = rotary_angles(torch.tensor([64]), 16)  # (1, 8) on the CPU: the chapter-04 mistake
-    for mix in (lambda: x * angles_on_cpu.float(), lambda: x @ torch.randn(8, 2),
-                lambda: nn.functional.embedding(torch.tensor([0]), torch.randn(3, 8, device=META))):
+    for mix in (
+        lambda: x * angles_on_cpu.float(),
+        lambda: x @ torch.randn(8, 2),
+        lambda: nn.functional.embedding(torch.tensor([0]), torch.randn(3, 8, device=META)),
+    ):
         with pytest.raises(RuntimeError) as caught, AcceleratorAudit(seconds=10):
             mix()
         assert is_device_mix(caught.value), caught.value
@@ -221,27 +269,3 @@ def test_the_audit_catches_what_cuda_refuses():
         x[:, torch.tensor([0, 2])]
         x * torch.tensor(2.0)
         x.cpu()
-
-
-CHAPTERS = sorted((ROOT / "notebooks").glob("[01]*.ipynb"))
-CHAPTER_BUDGET_S = 240
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda path: path.stem)
-def test_chapter_keeps_one_device(chapter):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "device_audit.py"), str(chapter), str(CHAPTER_BUDGET_S)],
-        capture_output=True,
-        text=True,
-        timeout=CHAPTER_BUDGET_S + 120,
-        cwd=chapter.parent,
-    )
-    lines = [line for line in result.stdout.splitlines() if line.startswith("AUDIT ")]
-    assert lines, f"the audit of {chapter.name} printed no report:\n{result.stderr[-3000:]}"
-    report = json.loads(lines[-1][len("AUDIT "):])
-    mixed = [cell for cell in report["cells"] if cell["status"] == "device-mix"]
-    assert not mixed, f"{chapter.name} mixes devices (it would fail on a GPU): " + "; ".join(
-        f"cell {cell['cell']}: {cell['detail']}" for cell in mixed
-    )
-    ran = [cell for cell in report["cells"] if cell["status"] != "not-run"]
-    assert len(ran) == len(report["cells"]), f"{chapter.name}: the audit ran out of time before the last cells"
