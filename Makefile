@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.course-installed
 # Extras installed with the course: `test` always; CI adds `triton` (COURSE_EXTRAS=test,triton).
 COURSE_EXTRAS ?= test
 
-.PHONY: setup lab test test-fast test-grading release grade grade-load bench html robustness chromium e2e e2e-hub hub-env hub-load clean
+.PHONY: setup lab test test-fast test-grading release grade grade-load bench gpu-check html robustness chromium e2e e2e-hub hub-env hub-load clean
 
 # Create .venv if missing and install the course into it; re-runs only when pyproject.toml changes.
 # COURSE_TORCH installs a particular torch build first (CI: the CPU wheel), e.g. COURSE_TORCH="torch==2.13.0",
@@ -61,6 +61,14 @@ grade-load: setup
 
 bench: setup
 	$(BIN)/course bench
+
+# On a CUDA GPU machine, before a class: every chapter and source exercise on the GPU, the kernels' GPU
+# tests, chapter 12's three grids, in under ten minutes; one summary in build/gpu-check/<gpu>/summary.md
+# (benchmarks/gpu_check.py). Refuses, doing nothing, without CUDA. No `setup` first: a GPU server may
+# have no internet; it uses .venv when there is one, else $(PYTHON). GPU_CHECK_ARGS="--jobs 6 --out DIR".
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+gpu-check:
+	$(GPU_PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 # The book: every chapter executed, written to html/ (index.html: the contents). HTML_CHAPTERS picks some.
 html: setup
