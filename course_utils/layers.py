@@ -71,7 +71,9 @@ class EncoderLayer(nn.Module):
     With a causal mask (or ``is_causal=True``, the same without building the mask, which lets the fused
     kernels run) this is also the GPT block (a decoder layer without cross-attention); ``cache``
     then holds the keys and values of earlier tokens, and ``rotary=True`` applies RoPE in attention.
-    Set ``store_attention = True`` to keep the last attention weights in ``last_self_attention``.
+    Set ``store_attention = True`` to keep the last attention weights in ``last_self_attention``: the
+    layer then computes attention with the explicit formula (the fused kernels return no weights), which
+    gives the same output more slowly, and on a GPU never with FlashAttention.
     """
 
     def __init__(
