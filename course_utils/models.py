@@ -636,7 +636,8 @@ PRESETS: dict[str, Preset] = {
         dict(vocab_size=50257, d_model=768, num_heads=12, num_layers=12, d_ff=3072, max_len=1024),
         117e6,
         "Radford et al. 2019, Table 2",
-        "the paper's 117M was a miscount: the released checkpoint has 124,439,808",
+        "the paper's 117M (like its 345M, 762M, 1542M) is the count with GPT-1's 40,478-token vocabulary; "
+        "the released checkpoint has 124,439,808",
         checkpoint=124_439_808,
     ),
     "vit-b16": Preset(
