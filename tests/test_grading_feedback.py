@@ -43,7 +43,7 @@ from bs4 import BeautifulSoup
 from chromium import browser  # noqa: F401  (the module-scoped Chromium fixture)
 from grading_support import fixtures
 
-from course_utils.grading import feedback, notebooks, pipeline, safe_html
+from course_utils.grading import feedback, notebooks, pipeline, render, safe_html
 from course_utils.grading.autograde import GradeRecord, grade
 from course_utils.grading.layout import CourseLayout
 
@@ -58,6 +58,7 @@ WRONG = [
 SERVER_START_S = 180  # a Jupyter server starts in 5-10 s idle; a busy 2-core machine is slower
 
 # What mallory writes. Each payload that runs adds its name to window.__pwned (a link sets its own flag).
+HUGE_ANSWER = "Each score is $q_i \\cdot k_j / \\sqrt{d_k}$, so *longer* keys win. " * 5_500  # about 360 KB
 INJECTED_ANSWER = """My answer: x_3 has the largest dot product with itself.
 
 <script>(window.__pwned = window.__pwned || []).push("script tag");</script>
@@ -129,6 +130,44 @@ def test_a_learner_heading_cannot_take_the_id_of_a_score_box():
     cleaned = safe_html.markdown_to_safe_html(f'<h2 id="{WRITTEN}">x</h2>\n\n## {WRITTEN}\n')
     ids = [tag.get("id") for tag in BeautifulSoup(cleaned, "html.parser").find_all(id=True)]
     assert ids and WRITTEN not in ids and all(value.startswith(safe_html.ID_PREFIX) for value in ids), ids
+
+
+def test_learner_markdown_is_rendered_within_its_budgets(monkeypatch):
+    # A cell over the size limit is not rendered: a note and the start of its text instead.
+    huge = "A long answer with $x^2$. " * (render.CELL_CHARS // 20)
+    note = render.render_markdown(huge, None, "", render.RenderBudget())
+    assert "was not rendered" in note and "A long answer with $x^2$." in note and len(note) < 4 * render.SHOWN_CHARS
+    # A cell the worker does not render in time: the worker is stopped, the cell gets a note, and
+    # the next page (another learner's) is rendered as usual by a new worker.
+    monkeypatch.setattr(render, "CELL_SECONDS", 1e-4)
+    late = render.render_markdown("# slow *enough*", None, "", render.RenderBudget())
+    assert "took more than" in late and "# slow *enough*" in late
+    monkeypatch.setattr(render, "CELL_SECONDS", 5.0)
+    assert "<em>enough</em>" in render.render_markdown("# slow *enough*", None, "", render.RenderBudget())
+    # A notebook whose budget is spent: its remaining cells get the note; a new page has its own budget.
+    spent = render.RenderBudget(seconds=0)
+    assert "took more than" in render.render_markdown("**x**", None, "", spent)
+    assert "<strong>x</strong>" in render.render_markdown("**x**", None, "", render.RenderBudget())
+
+
+def test_a_solution_notebook_renders_far_within_the_budget():
+    # The budgets must never cut a real answer: the longest Markdown of the course's exercises, timed.
+    longest = max(
+        (
+            notebooks.source_text(cell)
+            for path in (REPOSITORY / "solutions").glob("*/*.ipynb")
+            for cell in notebooks.load_json(path)["cells"]
+            if cell["cell_type"] == "markdown"
+        ),
+        key=len,
+    )
+    budget = render.RenderBudget()
+    render.render_markdown("warm-up", None, "", budget)
+    started = time.monotonic()
+    page = render.render_markdown(longest, None, "", budget)
+    seconds = time.monotonic() - started
+    assert "was not rendered" not in page and len(longest) < render.CELL_CHARS / 10
+    assert seconds < render.CELL_SECONDS / 10, f"the longest exercise cell took {seconds:.2f} s to render"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -281,6 +320,10 @@ def klass(tmp_path_factory):
     mallory[WRITTEN] = INJECTED_ANSWER
     mallory["self_attention"] += "\n" + INJECTED_OUTPUTS
     learners["mallory"] = mallory
+    # Zoe's written answer is 360 KB of Markdown with math: it is shown as a note, not rendered.
+    zoe = fixtures.model_answers(assignment)
+    zoe[WRITTEN] = HUGE_ANSWER
+    learners["zoe"] = zoe
     learners["ada"] = fixtures.model_answers(assignment)
     homes = root / "homes"
     for learner, answers in learners.items():
@@ -368,17 +411,29 @@ def test_learner_html_reaches_the_feedback_sanitised(klass):
 
 
 @pytest.mark.slow
+def test_learner_content_beyond_the_budget_is_a_note_and_the_class_gets_its_feedback(klass):
+    zoe = _row(klass["run"], "zoe")
+    assert zoe.status == "graded" and zoe.auto_score == zoe.auto_max, zoe
+    page = BeautifulSoup(_feedback_page(klass["layout"], "zoe"), "html.parser").get_text()
+    assert "This Markdown cell was not rendered" in page and HUGE_ANSWER[:60] in page
+    assert (
+        "x_3 has the largest dot product with itself"
+        in BeautifulSoup(_feedback_page(klass["layout"], "mallory"), "html.parser").get_text()
+    ), "the other learners' pages are rendered as usual"
+
+
+@pytest.mark.slow
 def test_feedback_is_released_and_each_learner_fetches_their_own(klass):
     layout = klass["layout"]
     pipeline.release_feedback(layout, ASSIGNMENT)
-    for learner in ["ada", "mallory", *klass["wrong"]]:
+    for learner in ["ada", "mallory", "zoe", *klass["wrong"]]:
         fetched = pipeline.fetch_feedback(layout, ASSIGNMENT, learner, klass["homes"] / learner)
         assert len(fetched) == 1, f"{learner} should fetch one feedback page, got {fetched}"
         assert (
             fetched[0].read_bytes() == (layout.feedback_dir / learner / ASSIGNMENT / f"{ASSIGNMENT}.html").read_bytes()
         )
     released = sorted((layout.exchange_dir / layout.course_id / "feedback").glob("*.html"))
-    assert len(released) == len(klass["wrong"]) + 3, (
+    assert len(released) == len(klass["wrong"]) + 4, (  # ada, mallory, zoe and the hand-made one
         "the hand-made submission's page goes out too, under a name nobody has"
     )
 

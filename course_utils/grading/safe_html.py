@@ -9,8 +9,9 @@ The course's nbgrader_config.py turns on nbconvert's own switch, `HTMLExporter.s
 JavaScript or widget outputs at all; Markdown cells, text/html and text/markdown outputs through the
 `clean_html` filter), and puts the two filters of this module in place of nbconvert's:
 
-    markdown2html   nbconvert's Markdown renderer (math, attachments, heading anchors), then clean_html;
-                    nbgrader's formgrade and feedback templates call it without clean_html
+    markdown2html   nbconvert's Markdown renderer (math, attachments, heading anchors), then clean_html,
+                    in a worker process with a size and time budget (render.py); nbgrader's formgrade
+                    and feedback templates call it without clean_html
     clean_html      ammonia, the Rust sanitiser (through nh3), with an allow-list for notebook content
                     (nbconvert's default uses bleach, deprecated, and escapes every heading and paragraph)
 
@@ -93,8 +94,16 @@ def markdown_to_safe_html(source: str, attachments: dict | None = None, path: st
 
 @jinja2.pass_context
 def markdown2html(context, source: str) -> str:
-    """The `markdown2html` template filter: a cell's attachments and the notebook's folder from the context."""
+    """The `markdown2html` template filter: a cell's attachments and the notebook's folder from the context.
+
+    The rendering itself runs in render.py's worker process, within a size and a time budget per cell and
+    per notebook (the budget of a page lives in its ``resources``)."""
+    from .render import RenderBudget, render_markdown
+
     cell = context.get("cell") or {}
     attachments = cell.get("attachments") if isinstance(cell, dict) else None
-    path = context.get("resources", {}).get("metadata", {}).get("path", "")
-    return markdown_to_safe_html(source, attachments if isinstance(attachments, dict) else None, path)
+    resources = context.get("resources")
+    resources = resources if isinstance(resources, dict) else {}
+    path = resources.get("metadata", {}).get("path", "")
+    budget = resources.setdefault("course_render_budget", RenderBudget())
+    return render_markdown(str(source), attachments if isinstance(attachments, dict) else None, path, budget)
