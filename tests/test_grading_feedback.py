@@ -252,6 +252,32 @@ def test_the_report_lists_failing_tests_and_manual_points(tmp_path):
     assert "- `test_scores`: `` AssertionError: divide | by `sqrt(2)` please ``" in text, text
 
 
+def test_the_report_and_the_csv_show_every_finding(tmp_path):
+    from course_utils.grading.report import read_csv, write_csv, write_report
+
+    findings = [
+        dict(code="renamed-notebook", severity="repaired", message="graded copy.ipynb as ex1.ipynb", notebook="ex1"),
+        dict(
+            code="static:syntax-error",
+            severity="info",
+            message="line 3: invalid syntax",
+            notebook="ex1",
+            cell="self_attention",
+        ),
+        dict(code="restored-test-cell", severity="review", message="test_scores was deleted", cell="test_scores"),
+    ]
+    record = GradeRecord("ada", ASSIGNMENT, "graded", score=2, max_score=18, needs_review=True, findings=findings)
+    quiet = GradeRecord("bob", ASSIGNMENT, "graded", score=18, max_score=18)
+    text = write_report([record, quiet], tmp_path / "report.md", "none", 1.0, 1).read_text()
+    assert "| renamed-notebook, restored-test-cell, static:syntax-error | yes |" in text, text
+    assert "- static:syntax-error (ex1/self_attention): line 3: invalid syntax (for information)" in text, text
+    assert "- renamed-notebook (ex1): graded copy.ipynb as ex1.ipynb (repaired by the grader)" in text, text
+    assert "| bob |" in text and "|  | no |" in text, "a row with nothing found says so"
+    rows = {row["student"]: row for row in read_csv(write_csv([record, quiet], tmp_path / "grades.csv"))}
+    assert "[repaired] renamed-notebook (ex1)" in rows["ada"]["findings"], rows["ada"]
+    assert "line 3: invalid syntax" in rows["ada"]["findings"] and rows["bob"]["findings"] == ""
+
+
 def test_a_feedback_folder_without_secret_or_timestamp_is_made_releasable(tmp_path):
     bare, complete = tmp_path / "bare", tmp_path / "complete"
     for folder in (bare, complete):

@@ -18,12 +18,28 @@ CSV_COLUMNS = [
     "needs_review",
     "failed_cells",
     "reasons",
+    "findings",
     "seconds",
 ]
 
 
 def _points(value: float) -> str:
     return f"{value:g}"
+
+
+def finding_text(finding: dict) -> str:
+    """One finding of the preflight as a line: what, where (notebook / cell), and how it was handled."""
+    where = "/".join(part for part in (finding.get("notebook", ""), finding.get("cell", "")) if part)
+    return f"{finding.get('code', '?')}" + (f" ({where})" if where else "") + f": {finding.get('message', '')}"
+
+
+# What each severity of a finding means for the instructor, as the report says it.
+SEVERITY_WORDS = {
+    "error": "not graded, review",
+    "review": "review",
+    "repaired": "repaired by the grader",
+    "info": "for information",
+}
 
 
 def write_csv(records, path: Path) -> Path:
@@ -47,6 +63,9 @@ def write_csv(records, path: Path) -> Path:
                     "needs_review": "yes" if record.needs_review else "no",
                     "failed_cells": " ".join(record.failed_cells),
                     "reasons": " | ".join(record.reasons),
+                    "findings": " | ".join(
+                        f"[{finding.get('severity', '?')}] {finding_text(finding)}" for finding in record.findings
+                    ),
                     "seconds": f"{record.seconds:.1f}",
                 }
             )
@@ -140,18 +159,29 @@ def write_report(records, path: Path, sandbox: str, wall_seconds: float, workers
         f"- awaiting a manual grade: {len(awaiting)} submission(s), "
         f"{_points(sum(record.manual_pending for record in awaiting))} points (formgrader: Manual Grading)",
         "",
-        "| learner | assignment | score | status | to grade by hand | failing tests | review | seconds |",
-        "|---|---|---|---|---|---|---|---|",
+        "| learner | assignment | score | status | to grade by hand | failing tests | found | review | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for record in records:
         manual = f"{_points(record.manual_pending)} pts" if record.manual_pending else ""
         failing = str(len(record.failed_cells)) if record.status == "graded" else ""
+        found = ", ".join(sorted({finding.get("code", "?") for finding in record.findings}))
         lines.append(
             f"| {record.student} | {record.assignment} | {_points(record.score)}/{_points(record.max_score)} "
-            f"| {record.status} | {manual} | {failing} | {'yes' if record.needs_review else ''} "
+            f"| {record.status} | {manual} | {failing} | {found} | {'yes' if record.needs_review else 'no'} "
             f"| {record.seconds:.1f} |"
         )
     lines += _notes_section(records)
+    found = [record for record in records if record.findings]
+    if found:
+        lines += ["", "## What the grader found in the submissions", ""]
+        for record in found:
+            lines.append(f"### {record.student} / {record.assignment}")
+            lines += [
+                f"- {finding_text(finding)} ({SEVERITY_WORDS.get(finding.get('severity', ''), finding.get('severity', ''))})"
+                for finding in record.findings
+            ]
+            lines.append("")
     flagged = [record for record in records if record.needs_review or record.status != "graded"]
     if flagged:
         lines += ["", "## To review", ""]
