@@ -8,6 +8,7 @@ grade        autograde everything collected (confined, --workers N in parallel),
 export       nbgrader's own grades CSV
 fetch/submit what a learner does (for demonstrations and tests)
 cycle-demo   the whole cycle for two learners in a temporary copy of the course
+check        (learner) grade your own copy of an exercise with the hidden tests, as in a class
 """
 
 from __future__ import annotations
@@ -164,6 +165,15 @@ def command_cycle_demo(args) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def command_check(args) -> int:
+    from .check import check
+
+    source = _layout(args)
+    root = source.root
+    learner_copy = Path(args.path) if args.path else root / "exercises" / args.assignment_id
+    return check(source, args.assignment_id, learner_copy, root / "build" / "check" / args.assignment_id, args.keep)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course", description="Instructor tools: release, collect, grade.")
     common = argparse.ArgumentParser(add_help=False)
@@ -230,6 +240,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--isolation", choices=["auto", "bwrap", "namespaces", "none"], default="auto")
     demo.add_argument("--keep", action="store_true", help="keep the temporary course for inspection")
     demo.set_defaults(run=command_cycle_demo)
+
+    check_parser = sub.add_parser(
+        "check", parents=[common], help="(learner) your own copy graded with the hidden tests, as in a class"
+    )
+    check_parser.add_argument("assignment_id")
+    check_parser.add_argument("--path", help="the folder of your copy (default: exercises/<assignment_id>)")
+    check_parser.add_argument("--keep", action="store_true", help="keep the temporary course for inspection")
+    check_parser.set_defaults(run=command_check)
     return parser
 
 
