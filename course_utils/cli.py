@@ -93,6 +93,7 @@ FULL_SUITE_ONLY = (
     "test_html.py",
     "test_learner_path.py",
     "test_devices_chapters.py",
+    "test_course_check.py",
 )
 
 
@@ -249,6 +250,7 @@ COMMANDS = {
     "fetch": (_grading("fetch"), "(learner) fetch a released assignment into a folder"),
     "submit": (_grading("submit"), "(learner) submit an assignment from a folder"),
     "cycle-demo": (_grading("cycle-demo"), "the whole nbgrader cycle for two learners, in a temporary course"),
+    "check": (_grading("check"), "(learner) your copy of an exercise graded with the hidden tests, as in a class"),
     "attack-table": (
         cmd_attack_table,
         "the README's table of attacks on the grader, from the attack test's latest run",
@@ -261,7 +263,7 @@ COMMANDS = {
 }
 
 
-GRADING_COMMANDS = ("release", "collect", "grade", "export", "fetch", "submit", "cycle-demo")
+GRADING_COMMANDS = ("release", "collect", "grade", "export", "fetch", "submit", "cycle-demo", "check")
 
 
 def main(argv: list[str] | None = None) -> int:
