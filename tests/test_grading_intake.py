@@ -273,3 +273,141 @@ def test_a_batch_of_unreadable_submissions_ends_with_one_row_each(tmp_path):
     assert "caf\\xe9" in run.report_path.read_text(encoding="utf-8")
     assert not (layout.autograded_dir / "linked").exists(), "nothing of a refused submission reaches nbgrader"
     json.loads((layout.output_dir / "state.json").read_text())
+
+
+# ------------------------------------------------------------------------------------------------
+# intake.remove_tree: the grader's one way to delete what a kernel or a learner wrote.
+# ------------------------------------------------------------------------------------------------
+def _scratch(tmp_path: Path) -> Path:
+    """A folder for a large tree: on /dev/shm where it is a writable tmpfs (a disk's rmdir of 100,000
+    folders costs 10-30 s of the disk's time, not the walk's), else the test's own folder."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        import tempfile
+
+        return Path(tempfile.mkdtemp(prefix="remove-tree-", dir="/dev/shm"))
+    return tmp_path
+
+
+def _chain(root: Path, depth: int, names=("d",)) -> None:
+    """`depth` nested folders under `root`, made through descriptors (their path is far past PATH_MAX)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for level in range(depth):
+            name = names[level % len(names)]
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open("last.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def test_remove_tree_takes_a_chain_100000_folders_deep(tmp_path):
+    import time
+
+    scratch = _scratch(tmp_path)
+    root = scratch / "deep"
+    root.mkdir()
+    try:
+        _chain(root, 100_000)
+        began = time.perf_counter()
+        problems = intake.remove_tree(root)
+        seconds = time.perf_counter() - began
+    finally:
+        if scratch != tmp_path:
+            intake.remove_tree(scratch)
+    print(f"100,000-deep chain removed in {seconds:.2f} s")
+    assert problems == [] and not root.exists(), problems
+
+
+def test_remove_tree_follows_no_link_and_leaves_everything_outside(tmp_path, outside):
+    folder = tmp_path / "kernel-wrote"
+    _every_kind(folder, outside)  # links to the outside file and folder, a hard link, a FIFO, a socket
+    (folder / "sub" / "to_root").symlink_to("/", target_is_directory=True)
+    before = sorted(p.name for p in outside.parent.iterdir())
+    problems = intake.remove_tree(folder)
+    assert problems == [] and not folder.exists(), problems
+    assert sorted(p.name for p in outside.parent.iterdir()) == before
+    assert outside.read_text() == '{"secret": "model solution"}' and os.stat(outside).st_nlink == 1
+    link = tmp_path / "a-link-given-as-the-root"
+    link.symlink_to(outside.parent, target_is_directory=True)
+    assert intake.remove_tree(link) == [] and not os.path.lexists(link) and outside.exists()
+    assert intake.remove_tree(tmp_path / "never-there") == []
+
+
+def test_remove_tree_takes_names_that_are_not_utf8_or_hold_newlines_and_sheer_count(tmp_path):
+    folder = tmp_path / "names"
+    folder.mkdir()
+    for raw in (b"caf\xe9", b"line\nbreak", b"\xff\xfe", b"-rf", b" ", b"..."):
+        name = os.fsdecode(raw)
+        (folder / name).mkdir()
+        (folder / name / os.fsdecode(raw + b".txt")).write_text("x")
+    _chain(folder / os.fsdecode(b"caf\xe9"), 50, names=(os.fsdecode(b"\xe9\n"), "x"))
+    many = folder / "many"
+    many.mkdir()
+    for index in range(5_000):
+        (many / f"f{index}").touch()
+        if index % 10 == 0:
+            (many / f"d{index}").mkdir()
+    assert intake.remove_tree(folder, keep_root=True) == []
+    assert folder.is_dir() and os.listdir(folder) == []
+
+
+def test_remove_tree_opens_folders_with_mode_000_without_root_rights(tmp_path):
+    """As the folders' owner without root: mode 000 and 500 folders are given 0700, then emptied."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="remove-tree-perm-"))  # traversable by another uid, unlike tmp_path
+    os.chmod(base, 0o755)
+    folder = base / "tree"
+    (folder / "shut" / "inner").mkdir(parents=True)
+    (folder / "shut" / "inner" / "f.txt").write_text("x")
+    (folder / "readonly").mkdir()
+    (folder / "readonly" / "g.txt").write_text("y")
+    _chain(folder / "shut" / "inner", 30)
+    os.chmod(folder / "shut" / "inner", 0)
+    os.chmod(folder / "shut", 0)
+    os.chmod(folder / "readonly", 0o500)
+    try:
+        if os.geteuid() != 0:
+            assert intake.remove_tree(folder, keep_root=True) == []
+        else:  # as root, permissions never stop the walk: run it as the tree's owner, an unprivileged uid
+            uid = 1_639_990
+            for path, folders, files in os.walk(folder):
+                for name in [path, *(os.path.join(path, entry) for entry in folders + files)]:
+                    os.lchown(name, uid, uid)
+            os.chown(folder, uid, uid)
+            pid = os.fork()
+            if pid == 0:
+                code = 3
+                try:
+                    os.setresgid(uid, uid, uid)
+                    os.setresuid(uid, uid, uid)
+                    code = 0 if intake.remove_tree(folder, keep_root=True) == [] else 1
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0, "the unprivileged owner could not empty the tree"
+        assert os.listdir(folder) == []
+    finally:
+        assert intake.remove_tree(base) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a filesystem needs root")
+def test_remove_tree_stays_on_one_filesystem(tmp_path, outside):
+    from course_utils.grading import namespaces
+
+    folder = tmp_path / "with-mount"
+    mounted = folder / "a" / "mounted"
+    mounted.mkdir(parents=True)
+    namespaces.mount_tmpfs(mounted, 1)
+    try:
+        (mounted / "not-mine.txt").write_text("on another filesystem")
+        (folder / "a" / "mine.txt").write_text("x")
+        problems = intake.remove_tree(folder)
+        assert "another filesystem" in problems[0] and "a: could not be removed" in problems[1], problems
+        assert (mounted / "not-mine.txt").exists() and not (folder / "a" / "mine.txt").exists()
+    finally:
+        namespaces.umount(mounted)
+    assert intake.remove_tree(folder) == [] and not folder.exists()

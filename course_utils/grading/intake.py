@@ -15,6 +15,9 @@ grader looks at such a tree:
     copy_tree(src, dest)     the exchange -> submitted/ copy of `course collect`: regular files and
                              folders only; everything else is refused and listed in the copy
     display(name)            a name as printable text ("caf\\xe9.py"), for reports and the CSV
+    remove_tree(path)        the grader's one way to delete what a kernel or a learner wrote (runtime
+                             and home folders, staged and submission copies): iterative, through
+                             folder descriptors, follows no link, stays on one filesystem, never raises
 
 A name is kept as Python keeps undecodable file names (os.fsdecode: surrogate escapes) and turned
 back into its bytes (os.fsencode) wherever it is hashed or compared; it is printed only through
@@ -437,3 +440,190 @@ def write_refusals(dest: str | os.PathLike, source_name: str, refused: list[dict
     path = Path(dest) / COLLECT_REFUSALS
     CollectRefusals(refused=refused, collected_from=display(source_name)).write(path, indent=1)
     return path
+
+
+# ------------------------------------------------------------------------------------------------
+# Removal of a tree a kernel or a learner wrote.
+# ------------------------------------------------------------------------------------------------
+MAX_REMOVAL_PROBLEMS = 20  # listed one by one; the rest are counted
+_PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclasses.dataclass
+class _Level:
+    """One folder on the way down: its name in its parent, its identity, what is left to enter."""
+
+    name: str | None
+    ident: tuple[int, int]
+    pending: list[str] | None = None
+    skip: set[str] = dataclasses.field(default_factory=set)
+
+
+def _writable(fd: int) -> None:
+    """Give a folder of the tree (by descriptor) its owner's rights back, so that it can be emptied."""
+    os.chmod(fd, 0o700)
+
+
+def _open_walk_folder(name: str | os.PathLike, dir_fd: int | None) -> int:
+    """A descriptor of the folder `name` (never through a link); a folder with mode 000 gets 0700 first,
+    changed through an O_PATH descriptor of the folder itself, so that no link is followed either."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except PermissionError:
+        handle = os.open(name, _PATH_FLAGS, dir_fd=dir_fd)
+        try:
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)
+        finally:
+            os.close(handle)
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+
+
+def _retry_writable(operation, fd: int) -> None:
+    """`operation()`, once more after making folder `fd` writable if it was refused for permissions."""
+    try:
+        operation()
+    except PermissionError:
+        _writable(fd)
+        operation()
+
+
+def remove_tree(path: str | os.PathLike, *, keep_root: bool = False) -> list[str]:
+    """Delete `path` and everything under it, or only what is under it (`keep_root`); what could not be
+    deleted, as printable lines ([] when everything is gone). Never raises for what it finds.
+
+    Everything a kernel or a learner wrote is hostile data: a chain of folders 100,000 deep (a
+    recursive walk, such as Python's shutil.rmtree before 3.13, raises RecursionError, and a path that
+    long cannot even be named), names that are not UTF-8 or hold newlines, folders with mode 000,
+    links to anywhere. The walk is a loop with one open folder at a time: it goes down by name with
+    O_NOFOLLOW and up through "..", checked to be the folder it came from (a tree moved under it stops
+    the walk). Links and other non-folders are unlinked, never followed; folders the grader owns but
+    may not enter or change get mode 0700 first; a folder of another filesystem (a mount point) is
+    left and reported.
+    """
+    problems: list[str] = []
+    count = [0]
+
+    def report(where: str, why: str) -> None:
+        count[0] += 1
+        if len(problems) < MAX_REMOVAL_PROBLEMS:
+            problems.append(f"{display(where) or '.'}: {why}")
+
+    root = os.fspath(path)
+    try:
+        info = os.lstat(root)
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        return [f"{display(root)}: {error.strerror or error}"]
+    if not stat.S_ISDIR(info.st_mode):
+        if keep_root:
+            return [f"{display(root)} is a {kind_of(info.st_mode)}, not a folder; it was left"]
+        try:
+            os.unlink(root)
+            return []
+        except OSError as error:
+            return [f"{display(root)}: {error.strerror or error}"]
+    try:
+        fd = _open_walk_folder(root, None)
+    except OSError as error:
+        return [f"{display(root)}: could not be opened ({error.strerror or error})"]
+    device = os.fstat(fd).st_dev
+    stack = [_Level(None, (device, os.fstat(fd).st_ino))]
+    shown: list[str] = []  # the names from the root down to the current folder, for messages
+    try:
+        while stack:
+            level = stack[-1]
+            if not level.pending:
+                # (Again) unlink every non-folder here; entries may be missed while a folder is
+                # changed under a listing, so a folder is done only when a listing finds nothing.
+                folders, changed = _unlink_non_folders(fd, level, shown, report)
+                if folders or changed:
+                    level.pending = folders
+                    continue
+                done = stack.pop()
+                if not stack:
+                    break
+                parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+                ident = os.fstat(parent)
+                os.close(fd)
+                fd = parent
+                shown.pop()
+                if (ident.st_dev, ident.st_ino) != stack[-1].ident:
+                    report("/".join(shown), "the tree was moved while it was being removed; the removal stopped")
+                    return _with_count(problems, count[0])
+                try:
+                    _retry_writable(lambda: os.rmdir(done.name, dir_fd=fd), fd)
+                except OSError as error:
+                    stack[-1].skip.add(done.name)
+                    report("/".join([*shown, done.name]), f"could not be removed ({error.strerror or error})")
+                continue
+            name = level.pending.pop()
+            try:
+                child = _open_walk_folder(name, fd)
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):  # no longer a folder: unlink what it is now
+                    try:
+                        os.unlink(name, dir_fd=fd)
+                        continue
+                    except OSError as inner:
+                        error = inner
+                level.skip.add(name)
+                report("/".join([*shown, name]), f"could not be entered ({error.strerror or error})")
+                continue
+            info = os.fstat(child)
+            if info.st_dev != device:
+                os.close(child)
+                level.skip.add(name)
+                report("/".join([*shown, name]), "another filesystem is mounted there; it was left")
+                continue
+            os.close(fd)
+            fd = child
+            stack.append(_Level(name, (info.st_dev, info.st_ino)))
+            shown.append(name)
+    except OSError as error:
+        report("/".join(shown), f"the removal stopped ({error.strerror or error})")
+        return _with_count(problems, count[0])
+    finally:
+        os.close(fd)
+    if not keep_root and not count[0]:
+        try:
+            os.rmdir(root)
+        except OSError as error:
+            report(root, f"could not be removed ({error.strerror or error})")
+    return _with_count(problems, count[0])
+
+
+def _unlink_non_folders(fd: int, level: _Level, shown: list[str], report) -> tuple[list[str], bool]:
+    """Unlink every entry of folder `fd` that is not a folder (a link is unlinked, never followed);
+    (the folders in it, whether anything was unlinked)."""
+    folders, changed = [], False
+    entries = []
+    with os.scandir(fd) as listing:
+        for entry in listing:
+            try:
+                entries.append((entry.name, entry.is_dir(follow_symlinks=False)))
+            except OSError:  # gone, or not statable: unlinking says which
+                entries.append((entry.name, False))
+    for name, is_folder in entries:
+        if name in level.skip:
+            continue
+        if is_folder:
+            folders.append(name)
+            continue
+        try:
+            _retry_writable(lambda: os.unlink(name, dir_fd=fd), fd)
+            changed = True
+        except FileNotFoundError:
+            changed = True
+        except OSError as error:
+            level.skip.add(name)
+            report("/".join([*shown, name]), f"could not be removed ({error.strerror or error})")
+    return folders, changed
+
+
+def _with_count(problems: list[str], count: int) -> list[str]:
+    if count > len(problems):
+        return [*problems, f"... and {count - len(problems)} more"]
+    return problems
