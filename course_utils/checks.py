@@ -8,7 +8,8 @@ goes through :func:`check`::
                  why="greedy decoding of a trained model should get almost every date right")
 
 It raises ``AssertionError`` with a message a learner can act on when the value is out of bounds,
-and returns the value. When ``$COURSE_RECORD`` names a file, it also appends one JSON line there (the
+and returns the value (a float that Jupyter does not echo, so that a check as a cell's last line shows
+nothing more than an ``assert`` would). When ``$COURSE_RECORD`` names a file, it also appends one JSON line there (the
 quantity, its bounds, the value, the seed offset), which ``course robustness`` collects from runs
 with ``COURSE_SEED=0, 1, 2`` into a table of each quantity's spread next to its bound.
 
@@ -23,9 +24,16 @@ import math
 import os
 from pathlib import Path
 
-__all__ = ["check", "RECORD_ENV"]
+__all__ = ["check", "Checked", "RECORD_ENV"]
 
 RECORD_ENV = "COURSE_RECORD"
+
+
+class Checked(float):
+    """The value a check measured: a float in every computation, but not echoed as a cell's result."""
+
+    def _ipython_display_(self) -> None:
+        pass
 
 
 def _as_number(value, name: str) -> float:
@@ -51,7 +59,7 @@ def check(
     """Assert ``at_least <= value <= at_most`` (either bound may be omitted) and record the value.
 
     ``name`` says what was measured, ``why`` what the claim is; both appear in the error message.
-    NaN never passes. Returns the value as a float.
+    NaN never passes. Returns the value as a float (a :class:`Checked`, which Jupyter does not echo).
     """
     if at_least is None and at_most is None:
         raise ValueError(f"check {name!r} needs at_least, at_most or both")
@@ -87,4 +95,4 @@ def check(
         if why:
             message += f". {why}"
         raise AssertionError(message)
-    return number
+    return Checked(number)

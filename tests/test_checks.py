@@ -97,3 +97,12 @@ def test_robustness_busy_runs_a_competitor_for_the_whole_run_and_stops_it(tmp_pa
     assert "--busy" in table and "| 01_x | competitor running | >= 1 | 1 |" in table
     left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "while True: pass" not in left, "the competing process should be stopped when the run ends"
+
+
+def test_a_check_as_a_cells_last_line_echoes_no_bare_number():
+    from IPython.core.formatters import DisplayFormatter
+
+    value = checks.check("speed-up", 3.5, at_least=2, why="fused attention is faster")
+    assert value == 3.5 and value * 2 == 7.0 and f"{value:.1f}" == "3.5", "the value is still a number to compute with"
+    assert DisplayFormatter().format(value) == ({}, {}), "Jupyter would print the bare float under the check cell"
+    assert DisplayFormatter().format(3.5)[0], "a plain float is echoed (the formatter works)"
