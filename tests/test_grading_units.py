@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -511,3 +512,38 @@ def test_the_gradebook_schema_head_is_what_alembic_heads_prints(tmp_path):
     import nbgrader.api
 
     assert nbgrader.api.get_alembic_version() == pipeline.gradebook_schema_head()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the runtime folders are a tmpfs only when grading runs as root")
+def test_a_runtime_folder_bounds_what_a_kernel_writes_and_is_emptied_for_the_next(tmp_path):
+    """What the session mounts on each slot's runtime folder holds at most RUNTIME_MB and RUNTIME_ENTRIES;
+    the manager empties it (iteratively) and gives it back mode 0700 after a kernel shut it."""
+    import errno
+
+    from course_utils.grading import manager, namespaces, session
+
+    folder = tmp_path / "rt"
+    folder.mkdir()
+    namespaces.mount_tmpfs(folder, session.RUNTIME_MB, inodes=session.RUNTIME_ENTRIES)
+    try:
+        written, fd = 0, os.open(folder / "flood.bin", os.O_WRONLY | os.O_CREAT, 0o600)
+        with pytest.raises(OSError) as full:
+            while written < 64 << 20:
+                written += os.write(fd, b"\1" * (1 << 20))
+        os.close(fd)
+        assert full.value.errno == errno.ENOSPC and written <= session.RUNTIME_MB << 20, written
+        levels, fd = 0, os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        with pytest.raises(OSError) as no_inode:
+            while levels < 100_000:
+                os.mkdir(os.fsdecode(b"\xff\n"), dir_fd=fd)
+                inner = os.open(os.fsdecode(b"\xff\n"), os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd, levels = inner, levels + 1
+        os.chmod(fd, 0)
+        os.close(fd)
+        assert no_inode.value.errno == errno.ENOSPC and levels < session.RUNTIME_ENTRIES, levels
+        os.chmod(folder, 0)
+        manager._clear_folder(str(folder))
+        assert os.listdir(folder) == [] and stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    finally:
+        namespaces.umount(folder)

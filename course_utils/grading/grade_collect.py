@@ -123,6 +123,8 @@ def _result_record(layout: CourseLayout, job: Job, outcome: dict, points: Points
     if result is None or not result.success or not found:
         if outcome.get("outcome") == "overran":
             reason = "grading took longer than the assignment's total time limit and was stopped"
+        elif outcome.get("outcome") == "not run":
+            reason = "it could not be executed: " + display(str(outcome.get("error", "")))
         elif result is None:
             reason = "the grading worker crashed"
         else:

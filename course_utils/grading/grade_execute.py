@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import signal
 import sys
 import time
 import traceback
 from pathlib import Path
 
-from . import pipeline, sandbox
+from . import intake, pipeline, sandbox
 from .grade_intake import Job
 from .layout import Assignment, CourseLayout
 from .messages import KernelRequest, Limits, WorkerResult
@@ -68,10 +67,31 @@ def execute(
         wall_s=max(x.total_timeout_s for x in settings),
     )
     slots = min(workers, len(jobs))
-    with SandboxSession(layout, preload, slots, isolation, uid_base, default_limits=default_limits) as session:
-        uids = list(session.uids) if session.profile.get("own_uid") else []
-        scheduler = _Scheduler(layout, session, slots, cell_timeout, support_files, progress)
-        return Execution(scheduler.run(jobs), session.description, uids)
+    outcomes: dict[int, dict] = {}
+    description, uids = "not started", []
+    try:
+        with SandboxSession(layout, preload, slots, isolation, uid_base, default_limits=default_limits) as session:
+            description = session.description
+            uids = list(session.uids) if session.profile.get("own_uid") else []
+            _Scheduler(layout, session, slots, cell_timeout, support_files, progress, outcomes).run(jobs)
+    except Exception as error:  # the sandbox or a slot failed: the jobs it did not finish are error rows
+        why = f"{type(error).__name__}: {error}"
+        log(f"grading stopped early: {why}")
+        for job in jobs:
+            if job.index not in outcomes:
+                outcomes[job.index] = {"seconds": 0.0, "outcome": "not run", "error": why}
+                _note(job, traceback.format_exc())
+        description = f"{description} (stopped early: {why})"
+    return Execution(outcomes, description, uids)
+
+
+def _note(job: Job, text: str) -> None:
+    """A line in the submission's log (the grader's own folder)."""
+    try:
+        with open(job.log_path, "a", encoding="utf-8", errors="backslashreplace") as handle:
+            handle.write(text.rstrip("\n") + "\n")
+    except OSError:
+        pass
 
 
 # ------------------------------------------------------------------------------------------------
@@ -134,12 +154,13 @@ class _Scheduler:
         cell_timeout: int | None,
         support_files: dict[str, dict[str, str]],
         progress,
+        outcomes: dict[int, dict],
     ):
         self.layout, self.session, self.cell_timeout = layout, session, cell_timeout
         self.support_files, self.progress = support_files, progress
         self.free_slots = list(range(slots))
         self.running: dict[int, tuple[Job, int, float, float, Path]] = {}  # pid -> job, slot, start, deadline, folder
-        self.outcomes: dict[int, dict] = {}
+        self.outcomes = outcomes
 
     def run(self, jobs: list[Job]) -> dict[int, dict]:
         """Execute the jobs; job index -> {"seconds", "outcome"}."""
@@ -147,7 +168,17 @@ class _Scheduler:
         try:
             while pending or self.running:
                 while pending and self.free_slots:
-                    self._start(pending.pop(0), self.free_slots.pop(0))
+                    job, slot = pending.pop(0), self.free_slots.pop(0)
+                    try:
+                        self._start(job, slot)
+                    except Exception as error:  # this job's folder or worker could not be made: its error row
+                        self.free_slots.append(slot)
+                        self.outcomes[job.index] = {
+                            "seconds": 0.0,
+                            "outcome": "not run",
+                            "error": f"{type(error).__name__}: {error}",
+                        }
+                        _note(job, traceback.format_exc())
                 if not self._reap():
                     time.sleep(0.05)
         except BaseException:  # Ctrl-C or a grader bug: no worker or kernel may outlive the run
@@ -229,8 +260,15 @@ class _Scheduler:
                 finished.append((pid, "overran"))
         for pid, outcome in finished:
             job, slot, started, deadline, folder = self.running.pop(pid)
-            self.session.sweep(slot)
-            shutil.rmtree(folder, ignore_errors=True)
+            # What the kernel left is hostile data: whatever goes wrong while clearing it is noted in
+            # this submission's log, and the batch goes on (the collect stage makes its row).
+            try:
+                self.session.sweep(slot)
+                problems = intake.remove_tree(folder)
+            except Exception as error:
+                problems = [f"{type(error).__name__}: {error}"]
+            if problems:
+                _note(job, "the kernel's folder was not removed: " + "; ".join(problems))
             self.free_slots.append(slot)
             self.outcomes[job.index] = {"seconds": round(time.monotonic() - started, 2), "outcome": outcome}
             self.progress(job, self.outcomes[job.index])
@@ -277,7 +315,11 @@ def _worker(
             # After a timeout the kernel may never go idle: that is a failed cell, not a failed notebook.
             "raise_on_iopub_timeout": False,
         },
-        SandboxedExecute={"report_path": str(job.report_path), "status_path": str(job.status_path)},
+        SandboxedExecute={
+            "report_path": str(job.report_path),
+            "status_path": str(job.status_path),
+            "judge_outside": job.assignment.settings.judge == "outside",
+        },
         # Unix sockets in the slot's runtime folder: they reach into the kernel's network namespace.
         KernelManager={
             "transport": "ipc",

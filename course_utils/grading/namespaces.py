@@ -23,6 +23,8 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PRIVATE_TMP_MB = 256
+HOME_MB = 512  # the kernel's working folder, as bubblewrap's /home/learner (bwrap.PRIVATE_MB)
+MNT_DETACH = 2
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -42,6 +44,21 @@ def mount(source, target, fstype, flags, data=None) -> None:
         _libc.mount(_bytes(source), _bytes(target), _bytes(fstype), ctypes.c_ulong(flags), _bytes(data)),
         f"mount {target}",
     )
+
+
+def umount(target) -> None:
+    """Detach the filesystem mounted at `target` (lazily: it goes once nothing uses it)."""
+    _check(_libc.umount2(_bytes(target), MNT_DETACH), f"umount {target}")
+
+
+def mount_tmpfs(target, size_mb: int, *, mode: str = "0700", uid: int | None = None, inodes: int | None = None) -> None:
+    """A fresh tmpfs at `target` that holds at most `size_mb` MB (and `inodes` entries)."""
+    options = f"mode={mode},size={int(size_mb)}m"
+    if inodes is not None:
+        options += f",nr_inodes={int(inodes)}"
+    if uid is not None:
+        options += f",uid={int(uid)},gid={int(uid)}"
+    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options)
 
 
 def prctl(option: int, value: int) -> None:
@@ -145,12 +162,22 @@ def _bind_from(handle: int, path: str) -> None:
 PRIVATE_FOLDERS = ("/tmp", "/dev/shm")
 
 
-def enter(profile: dict, hide: list[str], mount_back: list[str], keep: list[str] = (), expose: list[str] = ()) -> None:
+def enter(
+    profile: dict,
+    hide: list[str],
+    mount_back: list[str],
+    keep: list[str] = (),
+    expose: list[str] = (),
+    home: str | None = None,
+    home_uid: int | None = None,
+) -> None:
     """Enter the namespaces the profile asks for (user, mounts, network, PID) and hide the course files.
 
     Shared by the probe and the kernels, so that what the probe tested is what a kernel gets. `keep`
     are the folders inside /tmp that the kernel needs (its working and runtime folders), `expose`
-    the read-only paths it needs (mounted back where they lie inside /tmp). With ``profile["pid"]``
+    the read-only paths it needs (mounted back where they lie inside /tmp), `home` the kernel's working
+    folder: a fresh tmpfs of HOME_MB, owned by `home_uid`, in the kernel's mount namespace only, so that
+    what a kernel writes there never reaches the grader's disk and is gone with it. With ``profile["pid"]``
     the caller must then call `become_pid_namespace_init`: only children live in the new PID namespace.
     """
     flags = (CLONE_NEWNS if profile["mounts"] else 0) | (CLONE_NEWNET if profile["network"] else 0)
@@ -174,6 +201,9 @@ def enter(profile: dict, hide: list[str], mount_back: list[str], keep: list[str]
             and not any(inside(path, other) for other in needed - {path})
         ]
         apply_mounts(hide, sorted(set(mount_back) | set(inside_private), key=len), private, keep)
+        if home:
+            os.makedirs(home, mode=0o755, exist_ok=True)
+            mount_tmpfs(home, HOME_MB, uid=home_uid)
 
 
 def become_pid_namespace_init() -> None:

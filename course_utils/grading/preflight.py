@@ -25,7 +25,6 @@ import dataclasses
 import importlib.util
 import json
 import re
-import shutil
 import stat
 import sys
 from pathlib import Path
@@ -455,8 +454,9 @@ def _bookkeeping(preflight: Preflight, submission_dir: Path, name: str) -> bytes
 
 def stage(preflight: Preflight, submission_dir: Path, staged_dir: Path) -> None:
     """Write the clean notebooks (and a valid timestamp and submission secret) where nbgrader's autograde reads them."""
-    if staged_dir.exists():
-        shutil.rmtree(staged_dir)
+    problems = intake.remove_tree(staged_dir)  # an earlier run's copy; a folder left there is refused below
+    if problems:
+        raise OSError(f"the staged copy {staged_dir} could not be removed: " + "; ".join(problems))
     staged_dir.mkdir(parents=True)
     for name, notebook in preflight.notebooks.items():
         (staged_dir / f"{name}.ipynb").write_text(json.dumps(notebook, indent=1, ensure_ascii=False), encoding="utf-8")

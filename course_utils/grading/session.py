@@ -10,13 +10,12 @@ import json
 import os
 import pwd
 import select
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from . import bwrap, namespaces, sandbox
+from . import bwrap, intake, namespaces, sandbox
 from .layout import CourseLayout
 from .messages import Limits, ManagerConfig, ManagerReady
 
@@ -24,6 +23,10 @@ DEFAULT_UID_BASE = 1_640_000
 UID_RANGE = 4096
 MANAGER_START_TIMEOUT_S = 600  # probing profiles and importing PyTorch on a busy machine
 KERNEL_NAME = "course-sandbox"
+# A slot's runtime folder holds a connection file and five sockets; as root it is a tmpfs this small,
+# so that a kernel cannot fill the grader's disk through it nor leave more than this many entries.
+RUNTIME_MB = 8
+RUNTIME_ENTRIES = 1024
 
 
 class SandboxSession:
@@ -97,13 +100,14 @@ class SandboxSession:
         for name, mode in (("manager", 0o700), ("slots", 0o711), ("rt", 0o711), ("probe", 0o700)):
             (self.root / name).mkdir()
             os.chmod(self.root / name, mode)
-        self.runtime_dirs = []
+        self.runtime_dirs, self.runtime_mounts = [], []
         for slot in range(self.workers):
             folder = self.root / "rt" / str(slot)
             folder.mkdir(mode=0o700)
             if self.uids:
                 os.chown(folder, self.uids[slot], self.uids[slot])
             self.runtime_dirs.append(str(folder))
+        self.runtime_note = self._mount_runtime_dirs()
         spec_dir = self.root / "kernels" / KERNEL_NAME
         spec_dir.mkdir(parents=True)
         (spec_dir / "kernel.json").write_text(
@@ -166,9 +170,26 @@ class SandboxSession:
             raise RuntimeError(f"the grading sandbox did not start; see {self.log_file.name}")
         self.ready = ManagerReady.from_json(line, "the sandbox manager's first line")
         self.profile = self.ready.profile
-        self.description = self.ready.profile_description
+        self.description = f"{self.ready.profile_description}; {self.runtime_note}"
         self.memory = self.ready.memory
         return self
+
+    def _mount_runtime_dirs(self) -> str:
+        """As root, give each slot's runtime folder (the only folder a kernel shares with the grader) a
+        tmpfs of RUNTIME_MB and RUNTIME_ENTRIES, mounted once for the run: a warm kernel binds the folder
+        ahead of its assignment, so the mount must stay the same; the manager empties it between
+        kernels. Without root it stays on the grader's disk. The report's words for it."""
+        if os.geteuid() != 0:
+            return "runtime folders on the grader's disk (a tmpfs needs root): each file capped by RLIMIT_FSIZE"
+        for slot, folder in enumerate(self.runtime_dirs):
+            try:
+                namespaces.mount_tmpfs(
+                    folder, RUNTIME_MB, inodes=RUNTIME_ENTRIES, uid=self.uids[slot] if self.uids else None
+                )
+            except OSError as error:
+                return f"runtime folders on the grader's disk (no tmpfs: {error.strerror or error})"
+            self.runtime_mounts.append(folder)
+        return f"runtime folders: tmpfs of {RUNTIME_MB} MB and {RUNTIME_ENTRIES} entries each"
 
     def slot_uid(self, slot: int) -> int | None:
         """The uid a slot's kernels run as; None where they keep the grader's (not root, or a profile without)."""
@@ -200,8 +221,15 @@ class SandboxSession:
                 self.process.wait()
         if getattr(self, "log_file", None):
             self.log_file.close()
+        for folder in getattr(self, "runtime_mounts", []):
+            try:
+                namespaces.umount(folder)
+            except OSError:
+                pass  # remove_tree stays off a filesystem that is still mounted, and says so
         if getattr(self, "root", None):
-            shutil.rmtree(self.root, ignore_errors=True)
+            problems = intake.remove_tree(self.root)
+            if problems:
+                print(f"the sandbox folder {self.root} was not removed: " + "; ".join(problems), file=sys.stderr)
         for handle in getattr(self, "uid_locks", []):
             handle.close()
 
