@@ -57,6 +57,7 @@ def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
 
     if not args.instructor:
         learner.setup(ROOT, quiet=True)  # quick when nothing changed, so that `course lab` alone is enough
+        learner.fresh_workspace(ROOT)  # START.md alone: no notebook (and kernel) of an earlier run reopened
     config_dir = learner.lab_config_dir(ROOT, instructor=args.instructor)
     # nbgrader's extensions come enabled with it (tests/test_lab.py checks both).
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:

@@ -20,6 +20,14 @@ nbgrader reads the learner's settings (course id, exchange, exercises/ as the fo
 assignments) from `nbgrader_config_text`, written to build/learner/jupyter/ (on JUPYTER_CONFIG_PATH
 in `course lab`, its terminals and kernels) and, when the Python environment is this checkout's own
 .venv, to .venv/etc/jupyter/, which every `nbgrader` of that environment reads from any folder.
+
+The chapters are tracked by git and run where they are. So that running or opening one leaves the
+checkout clean (and `git pull` free to update it), `course setup` makes `course_utils.nbclean` git's
+clean filter for the notebooks that `.gitattributes` names: git compares and stores them without
+outputs or run metadata, while the learner keeps their outputs on disk. A learner copy of every
+chapter, the way exercises have one, would go stale at the first `git pull` that fixes a chapter.
+The learner's lab opens on START.md with a fresh workspace (no notebook of an earlier run reopened,
+so no kernel started for it).
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +80,10 @@ INSTRUCTOR_SERVER_EXTENSIONS = ["nbgrader.server_extensions.formgrader", "nbgrad
 # Next to the formgrader: its Autograde button runs `course grade` (confined), not a plain nbgrader autograde.
 COURSE_GRADE_BUTTON = "course_utils.grading.server_extension"
 _WRITTEN_BY = "# Written by `course setup` (course_utils/learner.py)"
+# git's clean filter for the notebooks that .gitattributes names (`filter=nbclean`).
+GIT_FILTER = "nbclean"
+# The lab's post-save hook: a chapter saved with outputs is recorded by git as unchanged.
+AFTER_SAVE = "course_utils.learner.after_save"
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,11 @@ class Paths:
         root = Path(root).resolve()
         build = root / "build" / "learner"
         return cls(root, root / contents.EXERCISES_DIR, root / "exchange", build, build / "jupyter", root / START_PAGE)
+
+    @property
+    def workspaces(self) -> Path:
+        """JupyterLab's workspaces (open tabs, layout) for the learner's lab: emptied by every `course lab`."""
+        return self.build / "workspaces"
 
 
 @dataclass
@@ -148,6 +167,99 @@ def write_nbgrader_config(root: str | os.PathLike) -> list[Path]:
         target.write_text(text, encoding="utf-8")
         written.append(target)
     return written
+
+
+def git_filter_command() -> str:
+    """The clean filter's command line: this environment's Python running course_utils.nbclean.
+
+    git runs it in the checkout's top folder, so `-m` finds the checkout's own course_utils.
+    """
+    return f"{shlex.quote(sys.executable)} -m course_utils.nbclean --filter"
+
+
+def configure_git_filter(root: str | os.PathLike) -> str | None:
+    """Make course_utils.nbclean git's clean filter in the checkout at `root` (its .git/config).
+
+    Returns what changed ("set" or "updated"), "" when it was already so, None when `root` is not the
+    top of a git checkout or git is missing (nothing to do: the notebooks are then not tracked).
+    """
+    root = Path(root).resolve()
+    if not (root / ".git").exists() or shutil.which("git") is None:
+        return None
+
+    def git(*arguments: str) -> subprocess.CompletedProcess:
+        return _git(root, *arguments)
+
+    top = git("rev-parse", "--show-toplevel")
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root:
+        return None
+    key, command = f"filter.{GIT_FILTER}.clean", git_filter_command()
+    before = git("config", "--local", "--get", key)
+    if before.returncode == 0 and before.stdout.strip() == command:
+        return ""
+    if git("config", "--local", key, command).returncode != 0:
+        return None
+    return "updated" if before.returncode == 0 else "set"
+
+
+def _git(root: Path, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(root), *arguments], capture_output=True, text=True)
+
+
+def refresh_git_index(root: str | os.PathLike, paths: list[str | os.PathLike] | None = None) -> list[str]:
+    """Record as unchanged the notebooks whose clean form is what git stores; returns their paths.
+
+    `git status` compares sizes before it runs a clean filter: a chapter saved with its outputs is larger
+    than when git last looked at it, so git calls it modified (and `git pull` refuses to update it) while
+    `git diff`, which does run the filter, shows nothing. For such a notebook `git add` stores nothing new
+    and records the file's new size and time. A notebook whose clean form differs (the learner changed a
+    cell) is left as it is: that is a real change. `paths`: the files to look at (default: every one git
+    sees as changed). Called by `course setup` and after every save in the lab (`after_save`).
+    """
+    root = Path(root).resolve()
+    if shutil.which("git") is None or _git(root, "config", "--get", f"filter.{GIT_FILTER}.clean").returncode != 0:
+        return []
+    named = [str(Path(path).resolve().relative_to(root)) for path in paths] if paths else []
+    listed = _git(root, "ls-files", "-m", "-z", "--", *named)
+    candidates = []
+    for path in filter(None, listed.stdout.split("\0")):
+        attribute = _git(root, "check-attr", "filter", "--", path).stdout.strip()
+        if path.endswith(".ipynb") and attribute.endswith(f": {GIT_FILTER}"):
+            candidates.append(path)
+    if not candidates:
+        return []
+    cleaned = _git(root, "hash-object", "--", *candidates).stdout.split()  # through the clean filter
+    stored = {}
+    for line in _git(root, "ls-files", "-s", "-z", "--", *candidates).stdout.split("\0"):
+        if "\t" in line:
+            info, path = line.split("\t", 1)
+            stored[path] = info.split()[1]
+    unchanged = [path for path, digest in zip(candidates, cleaned) if stored.get(path) == digest]
+    if unchanged and _git(root, "add", "--", *unchanged).returncode != 0:
+        return []
+    return unchanged
+
+
+def after_save(os_path: str, model: dict, contents_manager) -> None:
+    """The lab's post-save hook: a saved chapter that differs from git's copy only in outputs stays clean."""
+    if str(os_path).endswith(".ipynb"):
+        try:
+            refresh_git_index(contents_manager.root_dir, [os_path])
+        except (OSError, ValueError):  # outside the checkout, or git busy: nothing to do
+            pass
+
+
+def fresh_workspace(root: str | os.PathLike) -> Path:
+    """Empty the learner's JupyterLab workspaces, so that the lab opens on START.md alone; returns the folder.
+
+    JupyterLab reopens every notebook of the workspace it saved last time, and starts a kernel for each.
+    """
+    folder = Paths.of(root).workspaces
+    if folder.is_dir():
+        for saved in folder.glob("*.jupyterlab-workspace"):
+            saved.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def release_layout(root: str | os.PathLike) -> CourseLayout:
@@ -344,15 +456,19 @@ def lab_config_dir(root: str | os.PathLike, instructor: bool = False) -> Path:
     folder = paths.jupyter if not instructor else paths.build.parent / "instructor" / "jupyter"
     overrides = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
     page_config: dict = {}
-    server: dict = {"ServerApp": {"jpserver_extensions": {COURSE_GRADE_BUTTON: True}}}
+    server: dict = {
+        "ServerApp": {"jpserver_extensions": {COURSE_GRADE_BUTTON: True}},
+        "ContentsManager": {"post_save_hook": AFTER_SAVE},
+    }
     if not instructor:
         overrides["@jupyterlab/docmanager-extension:plugin"] = {"defaultViewers": {"markdown": "Markdown Preview"}}
         page_config = {"disabledExtensions": {name: True for name in INSTRUCTOR_PLUGINS}}
         server = {
-            "ContentsManager": {"hide_globs": HIDDEN_FROM_LEARNERS},
+            "ContentsManager": {"hide_globs": HIDDEN_FROM_LEARNERS, "post_save_hook": AFTER_SAVE},
             "ServerApp": {"jpserver_extensions": {name: False for name in INSTRUCTOR_SERVER_EXTENSIONS}},
-            # JupyterLab's own default_url ("/lab") would win over ServerApp's.
-            "LabApp": {"default_url": f"/lab/tree/{START_PAGE}"},
+            # JupyterLab's own default_url ("/lab") would win over ServerApp's. Its workspaces live in the
+            # checkout's build/, emptied by every `course lab` (fresh_workspace), not in ~/.jupyter.
+            "LabApp": {"default_url": f"/lab/tree/{START_PAGE}", "workspaces_dir": str(paths.workspaces)},
         }
     files = {
         folder / "labconfig" / "default_setting_overrides.json": overrides,
@@ -371,6 +487,8 @@ def setup(root: str | os.PathLike, quiet: bool = False) -> int:
     states = prepare_exercises(paths.root)
     written = write_nbgrader_config(paths.root)
     start = write_start_page(paths.root, states)
+    filtered = configure_git_filter(paths.root)
+    refreshed = refresh_git_index(paths.root)
     exchange = class_exchange()
     whose = f"your instructor's, from {EXCHANGE_ENV}" if exchange else "this checkout's own"
     print(f"course setup: exchange {exchange or paths.local_exchange} ({whose})")
@@ -387,6 +505,15 @@ def setup(root: str | os.PathLike, quiet: bool = False) -> int:
             f"reads these settings only with JUPYTER_CONFIG_PATH={paths.jupyter}"
         )
     print(f"course setup: start page {start}")
+    if filtered or (filtered == "" and not quiet):
+        print(
+            f"course setup: git compares and stores the chapters without outputs (clean filter {GIT_FILTER!r}: "
+            "course_utils/nbclean.py, named in .gitattributes); running them leaves `git status` clean"
+        )
+    if refreshed:
+        print(
+            f"course setup: {len(refreshed)} notebook(s) differ from git's copy only in outputs: recorded as unchanged"
+        )
     errors = [state for state in states if state.status == "error"]
     if errors:
         print(

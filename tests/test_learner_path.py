@@ -50,6 +50,13 @@ def _solve(notebook: Path, assignment_id: str, clone: Path) -> None:
     nbtools.save_json(solved, notebook)
 
 
+def _save_clean(notebook: dict, path: Path) -> None:
+    """Store a notebook as the course stores it (course_utils.nbclean), byte for byte."""
+    from course_utils import nbclean
+
+    path.write_text(nbclean.clean_text(json.dumps(notebook)), encoding="utf-8")
+
+
 def test_setup_gives_the_learner_every_exercise(checkout):
     clone = checkout["clone"]
     for exercise in contents.exercises(clone):
@@ -246,7 +253,7 @@ def test_the_learners_work_survives_setup_release_lab_and_git_pull(checkout):
             "source": ["A note added in a later version of the course."],
         },
     )
-    nbtools.save_json(changed, source)
+    _save_clean(changed, source)
     lc.git(upstream, "commit", "-q", "-am", "a new version of ex2")
     lc.git(clone, "pull", "-q", "--ff-only", env=env)
     unchanged("git pull")
@@ -255,6 +262,77 @@ def test_the_learners_work_survives_setup_release_lab_and_git_pull(checkout):
     assert "a newer release" in output, f"make setup should say that a newer ex2 exists:\n{output}"
     outbound = clone / "exchange" / COURSE_ID / "outbound" / assignment / f"{assignment}.ipynb"
     assert "new-in-this-version" in outbound.read_text(encoding="utf-8"), "the new release was not published"
+
+
+def _put(lab: lc.Lab, path: str, body: dict) -> dict:
+    import urllib.request
+
+    request = urllib.request.Request(
+        lab.url(path), data=json.dumps(body).encode(), method="PUT", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.loads(response.read().decode() or "{}")
+
+
+def test_a_chapter_run_in_place_and_saved_in_the_lab_leaves_git_clean_and_pull_works(checkout):
+    """Issue point 6: running or opening a chapter must not dirty the checkout, nor block `git pull`."""
+    clone, env, upstream, work = checkout["clone"], checkout["env"], checkout["upstream"], checkout["work"]
+    chapter = "02_self_attention"
+    relative = f"notebooks/{chapter}.ipynb"
+    path = clone / relative
+    with lc.Lab(clone, env, work / "lab-run-chapter.log") as lab:
+        # Run in place, as Run All does: outputs, execution counts and the kernel's language_info in the file.
+        lc.run(
+            [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
+             "--ExecutePreprocessor.timeout=900", path.name],
+            cwd=path.parent, env={**env, "MPLBACKEND": "Agg"}, timeout=900,
+        )  # fmt: skip
+        assert '"output_type"' in path.read_text(encoding="utf-8"), "the run should leave its outputs on disk"
+        # What the lab does on opening: its kernel's spec copied into the notebook, then the (auto)save.
+        model = lab.get(f"api/contents/{relative}?type=notebook&content=1")
+        stored = model["content"]["metadata"]["kernelspec"]
+        spec = lab.get("api/kernelspecs")["kernelspecs"][stored["name"]]["spec"]
+        assert (stored["display_name"], stored["language"]) == (spec["display_name"], spec["language"]), (
+            f"{relative} names kernel {stored}, the lab's is {spec['display_name']!r}: opening it rewrites the file"
+        )
+        model["content"]["metadata"]["kernelspec"] = {
+            "name": stored["name"],
+            "display_name": spec["display_name"],
+            "language": spec["language"],
+        }
+        _put(lab, f"api/contents/{relative}", {"type": "notebook", "format": "json", "content": model["content"]})
+    assert '"output_type"' in path.read_text(encoding="utf-8"), "the learner keeps the outputs on disk"
+    status = lc.git(clone, "status", "--porcelain", "--untracked-files=all")
+    assert status == "", f"running and saving {chapter} left the checkout dirty:\n{status}"
+    assert lc.git(clone, "diff") == "", "git diff should show nothing after a run"
+
+    # A later version of the chapter upstream: `git pull` updates it (the run's outputs go with the old version).
+    source = upstream / relative
+    changed = nbtools.load_json(source)
+    changed["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "id": "pulled", "source": ["New text."]})
+    _save_clean(changed, source)
+    lc.git(upstream, "commit", "-q", "-am", "a new version of chapter 02")
+    lc.git(clone, "pull", "-q", "--ff-only", env=env)
+    assert '"id": "pulled"' in path.read_text(encoding="utf-8"), "git pull did not bring the new chapter"
+
+
+def test_make_lab_opens_a_clean_workspace(checkout):
+    """Notebooks left open in one `make lab` are not reopened (with a kernel each) by the next."""
+    clone, env, work = checkout["clone"], checkout["env"], checkout["work"]
+    opened = "notebook:notebooks/02_self_attention.ipynb"
+    with lc.Lab(clone, env, work / "lab-workspace-1.log") as lab:
+        assert lab.get("api/kernels") == [], "a fresh lab should run no kernel"
+        _put(
+            lab,
+            "lab/api/workspaces/default",
+            {"data": {opened: {"data": {"path": opened.split(":", 1)[1], "factory": "Notebook"}}},
+             "metadata": {"id": "default"}},
+        )  # fmt: skip
+        assert opened in lab.get("lab/api/workspaces/default")["data"], "the workspace was not saved"
+    with lc.Lab(clone, env, work / "lab-workspace-2.log") as lab:
+        data = lab.get("lab/api/workspaces/default")["data"]
+        assert opened not in data, f"`make lab` reopened the last run's notebooks: {sorted(data)}"
+        assert lab.get("api/kernels") == [], "a fresh lab should run no kernel"
 
 
 def test_git_status_stays_clean(checkout):
