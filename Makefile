@@ -29,10 +29,19 @@ lab: setup
 	$(BIN)/course lab $(LAB_ARGS)
 
 # The grader confines learners' kernels with bubblewrap (Debian's package bubblewrap); without it
-# the tests and `make grade` use the grader's hand-written fallback and the report says so.
-BWRAP_INSTALL = command -v bwrap >/dev/null 2>&1 || (apt-get install -y bubblewrap || \
-	(apt-get update && apt-get install -y bubblewrap) || sudo -n apt-get install -y bubblewrap) >/dev/null 2>&1 || \
-	echo "bubblewrap could not be installed: grading uses the hand-written fallback"
+# the tests and `make grade` use the grader's hand-written fallback and the report says so. A system
+# package is installed only when asked: COURSE_INSTALL_BWRAP=1 (.ci/run sets it), or a yes at the
+# prompt (only when make runs in a terminal); apt-get as root, else through sudo.
+BWRAP_APT = (apt-get install -y bubblewrap || (apt-get update && apt-get install -y bubblewrap) || \
+	sudo apt-get install -y bubblewrap) >/dev/null 2>&1
+BWRAP_INSTALL = command -v bwrap >/dev/null 2>&1 || { \
+	if [ "$$COURSE_INSTALL_BWRAP" = 1 ]; then $(BWRAP_APT); \
+	elif [ -t 0 ] && [ -t 1 ]; then \
+		printf "bubblewrap (Debian's package) confines learners' code when grading; install it with apt-get? [y/N] "; \
+		read answer; case "$$answer" in [yY]*) $(BWRAP_APT);; esac; \
+	fi; \
+	command -v bwrap >/dev/null 2>&1 || echo "bubblewrap is not installed: grading uses the hand-written fallback" \
+		"(COURSE_INSTALL_BWRAP=1 installs it with apt-get)"; }
 
 test: setup
 	@$(BWRAP_INSTALL)
