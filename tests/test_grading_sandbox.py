@@ -43,7 +43,9 @@ def _layout(tmp_path: Path) -> CourseLayout:
 class Kernel:
     """A kernel of the session, started and spoken to as nbgrader's executor does."""
 
-    def __init__(self, session: SandboxSession, slot: int, tmp_path: Path, memory_mb: int = MEMORY_MB):
+    def __init__(
+        self, session: SandboxSession, slot: int, tmp_path: Path, memory_mb: int = MEMORY_MB, cpu_s: float = 120
+    ):
         from jupyter_client import KernelManager
 
         private = session.root / "slots" / f"test-{uuid.uuid4().hex[:8]}"  # as session.new_kernel_folder does
@@ -57,7 +59,7 @@ class Kernel:
             "status_file": str(self.status_file),
             "kernel_log": str(self.log),
             "files": {},
-            "limits": {"memory_mb": memory_mb, "cpu_s": 120, "wall_s": 120, "processes": 64},
+            "limits": {"memory_mb": memory_mb, "cpu_s": cpu_s, "wall_s": 120, "processes": 64},
             "guard": {},
         }
         (private / "home").mkdir()
@@ -337,6 +339,51 @@ def test_a_memory_bomb_is_stopped_and_the_report_says_why(session):
         assert result["error"] == "MemoryError", result
 
 
+# Forked children that train: each leaves the kernel's process group (interrupts miss it) and spends
+# FORKED_CPU_S of CPU time of its own, while the notebook waits for all of them.
+FORKED_CHILDREN = 3
+FORKED_TRAINING = f"""
+import os, time
+children = []
+for _ in range({FORKED_CHILDREN}):
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        while time.process_time() < {{seconds}}:
+            pass
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+print('trained in', len(children), 'children')
+"""
+
+
+def test_the_cpu_budget_is_charged_to_the_whole_kernel_forked_children_included(session):
+    """RLIMIT_CPU counts one process, and each forked child starts from zero: with a cgroup that counts
+    CPU time the manager charges every process and thread of the kernel to its budget and stops it
+    when the budget is spent. Without one the report says that the budget is per process."""
+    if "charged to the whole kernel" not in session.description:
+        assert "CPU time: per process only (RLIMIT_CPU" in session.description, session.description
+        pytest.skip(f"no cgroup counts CPU time here: {session.description}")
+    budget = 3
+    kernel = Kernel(session, 0, session.tmp_path, cpu_s=budget)
+    began = time.monotonic()
+    result = kernel.run(FORKED_TRAINING.format(seconds=2 * budget), timeout=90)
+    seconds = time.monotonic() - began
+    status = kernel.stop()
+    print(
+        f"forked training ({session.isolation}): {status.get('cpu_s')} s of CPU for a budget of {budget} s, "
+        f"stopped after {seconds:.1f} s: {status.get('ending')}"
+    )
+    assert "trained" not in result["stdout"], f"children spent {FORKED_CHILDREN * 2 * budget} s for a {budget} s budget"
+    assert result["error"] == "KernelDied", result
+    assert "CPU-time limit of 3 s" in status.get("ending", ""), status
+    assert not status.get("processes_left"), f"a forked child survived its kernel: {status}"
+    # Checked every 50 ms: at most a fraction of a second per core past the budget.
+    assert budget <= status["cpu_s"] < budget + 1.0, status
+
+
 def test_kernels_start_in_well_under_a_second_once_warm(session):
     """The first kernel of a session waits for its imports; later ones were warmed while the previous one ran."""
     starts = []
@@ -357,6 +404,7 @@ def test_without_cgroups_rlimit_data_stops_a_memory_bomb_and_lets_torch_start(tm
     address space that a CUDA build of torch maps for its libraries (over 3 GB at import)."""
     with _session(tmp_path_factory, "auto", memory="rlimit") as rlimited:
         assert "RLIMIT_DATA" in rlimited.description, rlimited.description
+        assert "CPU time: per process only (RLIMIT_CPU; no cgroup)" in rlimited.description, rlimited.description
         kernel = Kernel(rlimited, 0, rlimited.tmp_path)
         try:
             started = kernel.run(

@@ -17,6 +17,17 @@ preference, a kernel's memory is limited by:
 A cgroup also tells afterwards whether the kernel was killed for its memory (`oom_kill`), and its
 process list is the reliable way to know that nothing of a kernel is left. The grading report says
 which mechanism was in force.
+
+CPU time is charged to the whole kernel where it has a cgroup: cgroup v2's `cpu.stat` (`usage_usec`,
+present whether or not the cpu controller is enabled) or cgroup v1's `cpuacct.usage` (a kernel
+folder in the cpuacct hierarchy beside its memory one) count every process and thread in the
+cgroup, forked children and their children included, living or gone. The manager reads it every
+50 ms and stops the kernel when its budget is spent (manager.py). `RLIMIT_CPU` stays set as well,
+but it counts one process: each forked child starts from zero with a budget of its own. So where no
+cgroup can be made (or no cpuacct hierarchy exists) a kernel's forked children are NOT charged to
+its budget, and the report says so. Refusing extra processes instead is not possible with
+`RLIMIT_NPROC`: it counts threads too, and ipykernel, PyTorch and the guard start threads after the
+limit is set.
 """
 
 from __future__ import annotations
@@ -64,7 +75,7 @@ class KernelCgroup:
     """The cgroup(s) of one kernel: limits, membership, what happened, removal."""
 
     def __init__(self, version: int, folders: dict[str, Path]):
-        self.version, self.folders = version, folders  # controller ("memory", "pids") -> folder
+        self.version, self.folders = version, folders  # controller ("memory", "pids", "cpuacct") -> folder
 
     def set_limits(self, memory_mb: int, max_tasks: int) -> None:
         """Memory (and no swap beyond it) and the number of tasks (processes and threads)."""
@@ -90,6 +101,22 @@ class KernelCgroup:
     def add(self, pid: int) -> None:
         for folder in self.folders.values():
             (folder / "cgroup.procs").write_text(str(pid))
+
+    def cpu_usage_s(self) -> float | None:
+        """CPU time (user and system) used by every process and thread that ever was in the cgroup,
+        in seconds; None where this cgroup does not count it."""
+        try:
+            if self.version == 2:
+                for line in (self.folders["memory"] / "cpu.stat").read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "usage_usec":
+                        return int(value) / 1e6
+                return None
+            if "cpuacct" in self.folders:
+                return int((self.folders["cpuacct"] / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, ValueError, KeyError):
+            pass
+        return None
 
     def processes(self) -> list[int]:
         found = set()
@@ -150,6 +177,7 @@ class CgroupMaker:
 
     def __init__(self, version: int, parents: dict[str, Path]):
         self.version, self.parents = version, parents
+        self.counts_cpu = False  # set by `probe`: the kernels' CPU time can be read from their cgroup
 
     @property
     def mechanism(self) -> str:
@@ -158,6 +186,13 @@ class CgroupMaker:
         return "cgroup v1 (memory.limit_in_bytes, memory.memsw.limit_in_bytes" + (
             ", pids.max)" if "pids" in self.parents else "; no pids hierarchy)"
         )
+
+    @property
+    def cpu_mechanism(self) -> str:
+        if not self.counts_cpu:
+            return describe_cpu_fallback("the cgroup does not count CPU time")
+        source = "cpu.stat usage_usec" if self.version == 2 else "cpuacct.usage"
+        return f"charged to the whole kernel, every process and thread (cgroup {source}, checked every 50 ms)"
 
     def create(self, name: str, memory_mb: int, max_tasks: int) -> KernelCgroup:
         folders = {}
@@ -212,7 +247,7 @@ def _try_v2(run_name: str) -> CgroupMaker | None:
 
 def _try_v1(run_name: str) -> CgroupMaker | None:
     parents = {}
-    for controller in ("memory", "pids"):
+    for controller in ("memory", "pids", "cpuacct"):
         mount, own = _v1_mount(controller), _own_cgroup(controller)
         if mount is None or own is None:
             continue
@@ -243,7 +278,8 @@ def cgroup_maker(run_name: str) -> CgroupMaker | None:
 
 def probe(maker: CgroupMaker, memory_mb: int = 64) -> str | None:
     """Check that a kernel cgroup really limits memory: a child that allocates past the limit must be
-    killed. None if it works, else what went wrong."""
+    killed. None if it works, else what went wrong. Sets `maker.counts_cpu` if the cgroup counted the
+    CPU time that child spent."""
     group = maker.create("probe", memory_mb, 16)
     try:
         pid = os.fork()
@@ -257,6 +293,8 @@ def probe(maker: CgroupMaker, memory_mb: int = 64) -> str | None:
             except BaseException:
                 os._exit(6)
         _, status = os.waitpid(pid, 0)
+        used = group.cpu_usage_s()
+        maker.counts_cpu = used is not None and used > 0  # touching the pages took CPU time
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
             return None
         return f"a child allocating {4 * memory_mb} MB in a {memory_mb} MB cgroup was not stopped (status {status})"
@@ -282,6 +320,8 @@ def apply_rlimits(
     if not memory_by_cgroup:
         memory = int(limits.memory_mb) * MiB
         resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    # Per process: every forked child starts from zero with this limit. Where the kernel has a cgroup
+    # that counts CPU time, the manager charges all its processes to the budget (manager.py).
     cpu = int(limits.cpu_s + cpu_used_s + 1)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))  # SIGXCPU first, SIGKILL 5 s later
     file_size = int(limits.file_mb) * MiB
@@ -295,6 +335,17 @@ def apply_rlimits(
             # RLIMIT_NPROC counts every process of the real uid, the grader's own included.
             processes += count_processes(os.getuid())
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+
+
+def describe_cpu_fallback(why: str) -> str:
+    return f"per process only (RLIMIT_CPU; {why}): a forked child gets a budget of its own"
+
+
+def cpu_budget_note(maker: CgroupMaker | None) -> str:
+    """The report's words for how a kernel's CPU budget is counted."""
+    if maker is None:
+        return describe_cpu_fallback("no cgroup")
+    return maker.cpu_mechanism
 
 
 def describe_rlimit_fallback(asked: bool = False) -> str:

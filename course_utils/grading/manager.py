@@ -2,8 +2,9 @@
 
 It chooses the strongest profile this machine allows (probes.py), creates each kernel's cgroup
 (limits.py), keeps one warm kernel per worker slot (bubblewrap) or forks one on demand (the
-fallback), hands each launcher a kernel, enforces the wall-clock limit, records how each kernel
-ended, and empties a slot before it is reused. It is one thread with one select loop, so that it may
+fallback), hands each launcher a kernel, enforces the wall-clock limit and (where the kernel's cgroup counts
+it) the CPU-time budget of the whole kernel, records how each kernel ended, and empties a slot
+before it is reused. It is one thread with one select loop, so that it may
 fork at any time.
 """
 
@@ -53,6 +54,7 @@ class Kernel:
         self.ending: str | None = None
         self.status: int | None = None
         self.usage = None
+        self.cpu_base: float | None = None  # the cgroup's CPU time when the kernel was assigned
 
     def alive(self) -> bool:
         return self.status is None
@@ -71,6 +73,7 @@ class Manager:
         self.marker = os.path.join(config.marker_dir, "grader-only")
         self.cgroups = None
         self.memory_note = ""
+        self.cpu_note = ""
         self.hide, self.mount_back = [], []
 
     # -- choosing the profile -----------------------------------------------------------------
@@ -80,6 +83,7 @@ class Manager:
         self.cgroups, self.memory_note = limits.choose_memory_limit(
             self.config.memory, f"course-grading-{os.getpid()}", notes
         )
+        self.cpu_note = limits.cpu_budget_note(self.cgroups)
         self.hide, self.mount_back = namespaces.plan_mounts(
             self.config.hide, self.config.expose, need_traversal=self.is_root
         )
@@ -278,6 +282,7 @@ class Manager:
                     self._launcher_message(kernel)
             self._reap()
             self._enforce_wall_limits()
+            self._enforce_cpu_limits()
             self._serve_pending()
             self._serve_releases()
 
@@ -367,6 +372,7 @@ class Manager:
                 kernel = self._fork_kernel(slot, request, assignment, log_fd)
                 os.close(log_fd)
                 kernel.launcher, kernel.request, kernel.assigned_at = connection, request, time.monotonic()
+                kernel.cpu_base = self._cpu_used(kernel)
                 wire.send(connection, Event("started"))
             self.running[slot] = kernel
         self.pending = still
@@ -412,6 +418,7 @@ class Manager:
             self._kill(kernel)
             return False
         kernel.launcher, kernel.request, kernel.assigned_at = connection, request, time.monotonic()
+        kernel.cpu_base = self._cpu_used(kernel)  # its preloading is not the learner's
         self.failures[kernel.slot] = 0
         wire.send(connection, Event("started"))
         return True
@@ -436,6 +443,27 @@ class Manager:
                 if time.monotonic() - kernel.assigned_at > wall:
                     kernel.ending = kernel.ending or f"stopped after the wall-clock limit of {wall:.0f} s"
                     self._kill(kernel)
+
+    def _cpu_used(self, kernel: Kernel) -> float | None:
+        """CPU time of every process and thread of the kernel so far (its cgroup), or None."""
+        if kernel.cgroup is None or self.cgroups is None or not self.cgroups.counts_cpu:
+            return None
+        return kernel.cgroup.cpu_usage_s()
+
+    def _enforce_cpu_limits(self) -> None:
+        """The CPU budget is the whole kernel's: forked children and threads are charged to it (RLIMIT_CPU,
+        which the kernel also has, counts one process; each forked child would get a budget of its own)."""
+        for kernel in list(self.kernels.values()):
+            if not kernel.alive() or kernel.assigned_at is None or kernel.cpu_base is None:
+                continue
+            used = self._cpu_used(kernel)
+            budget = float(kernel.request.limits.cpu_s)
+            if used is not None and used - kernel.cpu_base > budget:
+                kernel.ending = kernel.ending or (
+                    f"stopped after the CPU-time limit of {budget:g} s "
+                    f"(all its processes and threads together used {used - kernel.cpu_base:.1f} s)"
+                )
+                self._kill(kernel)
 
     def _kill(self, kernel: Kernel) -> None:
         for target in (lambda: os.killpg(kernel.pid, signal.SIGKILL), lambda: os.kill(kernel.pid, signal.SIGKILL)):
@@ -491,12 +519,17 @@ class Manager:
                 kernel.ending = f"exited with status {code}" if code else "exited normally"
         if kernel.request is not None:
             usage = kernel.usage
+            # Without a cgroup: the first process and the children it reaped; with one: every process.
+            cpu_s = round(usage.ru_utime + usage.ru_stime, 3) if usage else None
+            used = self._cpu_used(kernel)
+            if used is not None and kernel.cpu_base is not None:
+                cpu_s = round(used - kernel.cpu_base, 3)
             status = KernelStatus(
                 exit_code=code,
                 ending=kernel.ending,
                 oom_kills=oom,
                 wall_s=round(time.monotonic() - (kernel.assigned_at or kernel.started), 3),
-                cpu_s=round(usage.ru_utime + usage.ru_stime, 3) if usage else None,
+                cpu_s=cpu_s,
                 peak_memory_mb=kernel.cgroup.peak_mb() if kernel.cgroup is not None else None,
                 processes_left=left,
                 profile=self.profile["name"],

@@ -137,7 +137,7 @@ class Limits(Message):
     """What one kernel may use (limits.py applies them)."""
 
     memory_mb: int
-    cpu_s: float  # CPU time, counted from the end of the kernel's preloading
+    cpu_s: float  # CPU time from the end of the kernel's preloading; all its processes where a cgroup counts it
     wall_s: float  # the manager stops the kernel after this long
     processes: int  # threads count too
     file_mb: int = 256  # largest file it may write

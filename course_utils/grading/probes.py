@@ -90,6 +90,7 @@ def choose_profile(manager, notes: list[str]) -> dict:
         if failure is None:
             profile["unavailable"] = notes
             profile["memory"] = manager.memory_note
+            profile["cpu"] = manager.cpu_note
             return profile
         notes.append(f"{profile['name']}: {failure}")
     raise RuntimeError("no sandbox profile works, not even the weakest: " + "; ".join(notes))
@@ -288,7 +289,8 @@ def describe(profile: dict) -> str:
             "no network" if profile["network"] else "network NOT isolated",
         ]
     parts.append(f"memory: {profile.get('memory', 'unknown')}")
-    parts.append("limits on CPU time, processes, file size, open files")
+    parts.append(f"CPU time: {profile.get('cpu', 'unknown')}")
+    parts.append("limits on processes, file size, open files")
     if profile.get("unavailable"):
         parts.append("stronger isolation failed: " + " / ".join(profile["unavailable"]))
     return "; ".join(parts)

@@ -30,6 +30,9 @@ namespaces-*     where bubblewrap is missing: the hand-written namespaces of nam
 limits only      resource limits and nothing else (reported loudly)
 
 Memory is limited by a cgroup where the grader may create one, else by RLIMIT_DATA (limits.py).
+The CPU-time budget is the whole kernel's where its cgroup counts CPU time (every process and
+thread, forked children included; the manager stops the kernel when it is spent), else RLIMIT_CPU's
+per process, which a forked child escapes (the report says which).
 
 A kernel answers in about half a second once warm (measured on a busy 2-core machine: bwrap-root
 0.56-0.67 s, bwrap-user 0.55-0.57 s, namespaces-root 0.61-0.75 s, namespaces-user 0.66-0.71 s):
