@@ -9,6 +9,7 @@ the same run and must come out untouched. The outcomes are written to build/grad
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -29,6 +30,10 @@ SELECTED = [name for name in os.environ.get("COURSE_GRADING_ATTACKS", "").split(
 ATTACKS = [attack for attack in fixtures.discover_attacks(SUBMISSIONS) if not SELECTED or attack.name in SELECTED]
 TABLE = attack_table.BUILD_TABLE
 CELL_TIMEOUT_S = 10
+# Every kernel's CPU budget in this run (ex1's `cpu_s`, set in the temporary course only; the course's
+# own is 300 s): low enough that forked_training reaches it well within two cell timeouts, several times
+# what the honest control spends.
+CPU_BUDGET_S = 15
 OUTCOMES: dict[str, dict] = {}
 
 pytestmark = pytest.mark.slow
@@ -42,6 +47,10 @@ def attack_course(tmp_path_factory) -> CourseLayout:
     root = tmp_path_factory.mktemp("attacked-course")
     for assignment_id in ATTACKED:
         shutil.copytree(REPOSITORY / "solutions" / assignment_id, root / "solutions" / assignment_id)
+    source = root / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    notebook = json.loads(source.read_text(encoding="utf-8"))
+    notebook["metadata"]["course_grading"]["cpu_s"] = CPU_BUDGET_S
+    source.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     shutil.copy(REPOSITORY / "nbgrader_config.py", root)
     layout = CourseLayout.from_directory(root, exchange=root / "exchange")
     pipeline.generate_release(layout)
