@@ -10,7 +10,8 @@ in her work, one model solution ("ada"), and a hand-made submission without nbgr
 secret. Everything is graded by `course grade`, then:
 
 - the feedback of every wrong submission shows each failing test's message, never a hidden test's
-  lines, its markers or the grader's canary (the autograded notebook, for the instructor, does have them);
+  lines, its markers or the grader's canary (the autograded notebook, for the instructor, holds the verdicts of
+  the judge, which ran the hidden tests outside the kernel, and none of their code either);
 - learner HTML reaches the feedback and the formgrader's grading page sanitised; in Chromium (offline),
   nothing of it runs, while the same notebook exported without the course's settings does run it;
 - `nbgrader release_feedback` releases everyone's feedback and each learner fetches their own;
@@ -45,6 +46,7 @@ from grading_support import fixtures
 
 from course_utils.grading import feedback, notebooks, pipeline, render, safe_html
 from course_utils.grading.autograde import GradeRecord, grade
+from course_utils.grading.execute import JUDGED_NOTE
 from course_utils.grading.layout import CourseLayout
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -404,21 +406,19 @@ def test_feedback_of_a_wrong_submission_teaches_and_hides_the_hidden_tests(klass
         assert wanted.split()[0] in shown and " ".join(wanted.split()) in " ".join(shown.split()), (
             f"{learner}'s feedback does not show the message of {cell}: {message!r}"
         )
-    # Hidden checks did fail here: the instructor's autograded copy has their frames (lines, canary) in
-    # the tracebacks; what keeps them out of the feedback is the feedback step.
+    # Hidden checks did fail here, decided by the judge outside the kernel (ex1's source says judge: outside):
+    # the instructor's autograded copy has their verdicts (a one-line error: the message) and not their code.
     autograded = notebooks.load_json(layout.autograded_dir / learner / ASSIGNMENT / NOTEBOOK)
+    judged = [cell for cell in autograded["cells"] if JUDGED_NOTE in notebooks.source_text(cell)]
     hidden_failures = [
         notebooks.grade_id(cell)
-        for cell in autograded["cells"]
+        for cell in judged
         for output in cell.get("outputs", [])
-        if output.get("output_type") == "error" and "_hidden_check" in "".join(output["traceback"])
+        if output.get("output_type") == "error" and len(output["traceback"]) == 1
     ]
     assert hidden_failures, f"no hidden check of {learner} failed: the test would prove nothing"
-    assert any(
-        "grader-canary" in "".join(output.get("traceback", []))
-        for cell in autograded["cells"]
-        for output in cell.get("outputs", [])
-    )
+    text = json.dumps(autograded)
+    assert "_hidden_check" not in text and "BEGIN HIDDEN TESTS" not in text, "hidden code in the autograded copy"
 
 
 @pytest.mark.slow

@@ -30,9 +30,10 @@ import secrets
 import time
 
 from nbclient.exceptions import DeadKernelError
-from nbformat.v4 import new_output
+from nbconvert.preprocessors import Preprocessor
+from nbformat.v4 import new_code_cell, new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Integer, Unicode
+from traitlets import Bool, Integer, Unicode
 
 from .messages import (
     GUARD_REPLY,
@@ -46,6 +47,7 @@ from .messages import (
 )
 
 TIMEOUT_ERROR = "CellTimeoutError"
+JUDGED_NOTE = "# (hidden tests: run by the grader outside this notebook)"
 
 
 def split_hidden(source: str) -> tuple[str, str | None]:
@@ -69,10 +71,30 @@ def _error_output(name: str, message: str):
     return new_output("error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
 
 
+class RemoveJudgedHiddenTests(Preprocessor):
+    """Last of the autograde steps: where the judge ran the hidden tests outside the kernel, their code
+    leaves the autograded notebook too (the grades are saved by then); the cell keeps its visible part
+    and a line that says where the rest ran. The source notebook in solutions/ keeps them."""
+
+    enabled = Bool(True)  # nbconvert's preprocessors are off until enabled
+    judge_outside = Bool(False, help="The assignment's hidden tests were run by the judge.").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.metadata.get("nbgrader", {}) if cell.cell_type == "code" else {}
+        if self.judge_outside and meta.get("grade") and not meta.get("solution"):
+            visible, hidden = split_hidden(cell.source)
+            if hidden is not None:
+                cell.source = visible.rstrip() + "\n\n" + JUDGED_NOTE
+        return cell, resources
+
+
 class SandboxedExecute(Execute):
     report_path = Unicode("", help="Where to write the execution report (JSON).").tag(config=True)
     status_path = Unicode("", help="The sandbox supervisor's status file for this kernel.").tag(config=True)
     cell_output_chars = Integer(3_000_000, help="Characters of output kept per cell.").tag(config=True)
+    judge_outside = Bool(
+        False, help="Run the hidden part of each test cell in the grader (judge.py), never in the kernel."
+    ).tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         from nbclient.client import NotebookClient
@@ -175,6 +197,10 @@ class SandboxedExecute(Execute):
         visible_outputs = list(cell.outputs)
         if any(output.output_type == "error" for output in visible_outputs):
             return  # the cell fails at its visible part, as it would in one piece
+        if self.judge_outside:
+            cell.outputs = visible_outputs + self._judge(hidden, index, canary)
+            self._note_changes_during_judging(cell, record)
+            return
         if not self._restore_kernel_state(cell, record):
             cell.outputs = visible_outputs + list(cell.outputs)
             return
@@ -182,6 +208,49 @@ class SandboxedExecute(Execute):
         self.execute_cell(cell, index, store_history=True)
         self._verify_kernel_state(cell, record)
         cell.outputs = visible_outputs + list(cell.outputs)
+
+    def _judge(self, hidden: str, index: int, canary: str) -> list:
+        """The hidden part run by the judge in this process (judge.py); its outputs for the cell: what
+        it printed, then the canary if it ran to its end, or the error that failed it (message only)."""
+        from .judge import Judge, JudgeError, JudgeTimeout, failure_output
+
+        def run_in_kernel(statement: str) -> str:
+            probe, test_cell = new_code_cell(statement), self.nb.cells[index]
+            try:
+                self.execute_cell(probe, index, store_history=False)
+            finally:
+                self.nb.cells[index] = test_cell  # nbclient puts the cell it ran at its index
+            if any(output.get("ename") == TIMEOUT_ERROR for output in probe.outputs):
+                raise JudgeTimeout("a call of the notebook's code ran past the time limit of a cell")
+            return "".join(output.get("text", "") for output in probe.outputs if output.output_type == "stream")
+
+        try:
+            printed, error = Judge(run_in_kernel, passthrough=(DeadKernelError,)).run(hidden)
+        except JudgeTimeout as failure:  # counted with the cell timeouts (two in a row stop the kernel)
+            return [_error_output(TIMEOUT_ERROR, str(failure))]
+        except JudgeError as failure:
+            printed, error = "", failure
+        outputs = [new_output("stream", name="stdout", text=printed)] if printed else []
+        if error is not None:
+            return outputs + [failure_output(error)]
+        return outputs + [new_output("stream", name="stdout", text=canary + "\n")]
+
+    def _note_changes_during_judging(self, cell, record: CellReport) -> None:
+        """What the learner's code changed while the judge called it is reported for review; it
+        cannot change the verdict, which the judge reached outside the kernel."""
+        try:
+            answer = self._ask_guard("verify")
+        except DeadKernelError:
+            return
+        if answer is None or not (answer.changed or answer.not_undone):
+            return
+        changed = list(answer.changed) + list(answer.not_undone)  # the guard's report lists them for review
+        shown = ", ".join(changed[:5]) + (f" and {answer.changed_count - 5} more" if answer.changed_count > 5 else "")
+        note = (
+            f"while this test ran, the notebook's code changed what the test relies on ({shown}); the grader "
+            "checked the results outside the notebook, and your instructor will review it.\n"
+        )
+        cell.outputs.append(new_output("stream", name="stderr", text=note))
 
     def _ask_guard(self, command: str) -> GuardReply | None:
         """Send the kernel guard a request of its own message type; its answer, or None."""

@@ -291,7 +291,7 @@ def _worker(
     )
     from nbgrader.utils import capture_log
 
-    from .execute import SandboxedExecute
+    from .execute import RemoveJudgedHiddenTests, SandboxedExecute
 
     os.environ.pop("NBGRADER_EXECUTION", None)
     os.environ[sandbox.SOCKET_ENV] = session.socket
@@ -320,6 +320,7 @@ def _worker(
             "status_path": str(job.status_path),
             "judge_outside": job.assignment.settings.judge == "outside",
         },
+        RemoveJudgedHiddenTests={"judge_outside": job.assignment.settings.judge == "outside"},
         # Unix sockets in the slot's runtime folder: they reach into the kernel's network namespace.
         KernelManager={
             "transport": "ipc",
@@ -336,6 +337,7 @@ def _worker(
                 SaveAutoGrades,
                 AssignLatePenalties,
                 CheckCellMetadata,
+                RemoveJudgedHiddenTests,
             ]
         },
     )

@@ -41,6 +41,7 @@ class GradingSettings:
     preload: tuple[str, ...] = ("numpy", "torch")
     forbidden_calls: tuple[str, ...] = ()
     allowed_imports: tuple[str, ...] = ()  # modules the static checks accept here (e.g. "time", "gc")
+    judge: str = "kernel"  # "outside": hidden tests run in the grader (judge.py); "kernel": in the learner's kernel
 
     @classmethod
     def from_metadata(cls, metadata: dict, where: str) -> "GradingSettings":
@@ -56,7 +57,10 @@ class GradingSettings:
                 raise ValueError(
                     f"{where}: unknown key metadata['course_grading'][{key!r}]; known keys: {sorted(known)}"
                 )
-            if key in ("preload", "forbidden_calls", "allowed_imports"):
+            if key == "judge":
+                if value not in ("kernel", "outside"):
+                    raise ValueError(f"{where}: metadata['course_grading']['judge'] must be 'kernel' or 'outside'")
+            elif key in ("preload", "forbidden_calls", "allowed_imports"):
                 if not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
                     raise ValueError(f"{where}: metadata['course_grading'][{key!r}] must be a list of strings")
                 value = tuple(value)
