@@ -127,7 +127,11 @@ def test_a_hidden_test_runs_here_and_the_kernel_sees_only_names_and_inputs(learn
 
 def test_a_failing_hidden_test_gives_its_message_and_no_code(learner):
     learner["self_attention"] = lambda X, W_q, W_k, W_v: (X, X)
-    hidden = "import numpy as np\nout, w = self_attention(np.eye(2), np.eye(2), np.eye(2), np.eye(2))\nassert w.sum() == 2 and False, 'divide by sqrt(d_k)'\n"
+    hidden = (
+        "import numpy as np\n"
+        "out, w = self_attention(np.eye(2), np.eye(2), np.eye(2), np.eye(2))\n"
+        "assert w.sum() == 2 and False, 'divide by sqrt(d_k)'\n"
+    )
     printed, error = judge.Judge(_kernel(learner, [])).run(hidden)
     output = judge.failure_output(error)
     assert output["ename"] == "AssertionError" and output["evalue"] == "divide by sqrt(d_k)"
