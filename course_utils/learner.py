@@ -437,7 +437,8 @@ def write_start_page(root: str | os.PathLike, states: list[ExerciseState] | None
         "Check your work: in the exercise, *Kernel → Restart Kernel and Run All Cells*, then **Validate** "
         "(*Nbgrader → Assignment List*, or the Validate button in the notebook's toolbar), or in a terminal",
         "`nbgrader validate exercises/ex1_manual_attention/ex1_manual_attention.ipynb`. Validate runs the visible "
-        "tests; when you submit, hidden tests check more.",
+        "tests. For the full verdict (the hidden tests too, as in a class: your points per test and what failed), "
+        "run `course check ex1_manual_attention` in a terminal.",
         "",
         "More: `README.md` (how the course works, for self-learners and for classes).",
         "",
