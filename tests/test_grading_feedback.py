@@ -53,6 +53,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPOSITORY / "tests" / "submissions"
 ASSIGNMENT = "ex1_manual_attention"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
+RENAMED = f"{ASSIGNMENT}-Copy1.ipynb"
 WRITTEN = "explain_attention_pattern"
 WRONG = [
     fixture for fixture in fixtures.discover_fixtures(SUBMISSIONS, ASSIGNMENT) if fixture.name.startswith("wrong_")
@@ -353,10 +354,14 @@ def klass(tmp_path_factory):
     zoe[WRITTEN] = HUGE_ANSWER
     learners["zoe"] = zoe
     learners["ada"] = fixtures.model_answers(assignment)
+    # Rene saves the notebook under another name (File > Save As) and hands in only that copy.
+    learners["rene"] = fixtures.model_answers(assignment)
     homes = root / "homes"
     for learner, answers in learners.items():
         folder = pipeline.fetch_assignment(layout, ASSIGNMENT, homes / learner)
         notebooks.save_json(notebooks.fill_in(notebooks.load_json(folder / NOTEBOOK), answers), folder / NOTEBOOK)
+        if learner == "rene":
+            (folder / NOTEBOOK).rename(folder / RENAMED)
         pipeline.submit(layout, ASSIGNMENT, learner, homes / learner)
     assert sorted(pipeline.collect(layout, ASSIGNMENT)) == sorted(learners)
     # Put in submitted/ by hand: no submission secret, no timestamp.
@@ -458,8 +463,18 @@ def test_feedback_is_released_and_each_learner_fetches_their_own(klass):
         assert (
             fetched[0].read_bytes() == (layout.feedback_dir / learner / ASSIGNMENT / f"{ASSIGNMENT}.html").read_bytes()
         )
+    # Rene handed in a renamed copy: the report says so, and the feedback reaches him under his own name.
+    rene = _row(klass["run"], "rene")
+    assert rene.auto_score == rene.auto_max and "renamed-notebook" in {f["code"] for f in rene.findings}, rene
+    assert "renamed-notebook" in klass["report"] and RENAMED in klass["report"]
+    fetched = pipeline.fetch_feedback(layout, ASSIGNMENT, "rene", klass["homes"] / "rene")
+    assert [page.name for page in fetched] == [RENAMED.replace(".ipynb", ".html")], fetched
+    assert (
+        fetched[0].read_bytes()
+        == (layout.feedback_dir / "rene" / ASSIGNMENT / NOTEBOOK.replace(".ipynb", ".html")).read_bytes()
+    )
     released = sorted((layout.exchange_dir / layout.course_id / "feedback").glob("*.html"))
-    assert len(released) == len(klass["wrong"]) + 4, (  # ada, mallory, zoe and the hand-made one
+    assert len(released) == len(klass["wrong"]) + 6, (  # ada, mallory, zoe, the hand-made one and rene's two names
         "the hand-made submission's page goes out too, under a name nobody has"
     )
 

@@ -192,6 +192,25 @@ def make_releasable(folder: Path) -> str:
     return "; ".join(notes)
 
 
+def _feedback_under_the_learners_names(layout, record, log) -> None:
+    """A learner who renamed the notebook (Save As, Duplicate) fetches feedback by the name they handed in:
+    nbgrader releases a page under a hash of its file name, and the learner's fetch looks for the hash of
+    theirs. So the page of a renamed notebook is also written under the learner's name, and the report says so.
+    """
+    folder = layout.feedback_dir / record.student / record.assignment
+    for finding in record.findings:
+        if finding.get("code") != "renamed-notebook":
+            continue
+        source, graded = finding.get("source", ""), folder / f"{finding.get('notebook', '')}.html"
+        stem = source[: -len(".ipynb")] if source.endswith(".ipynb") else ""
+        readable = stem and "/" not in stem and stem.isprintable() and stem == stem.encode("utf-8", "ignore").decode()
+        if not readable or not graded.is_file():
+            record.reasons.append(f"feedback for the renamed notebook {source!r} cannot be released under its name")
+            continue
+        (folder / f"{stem}.html").write_bytes(graded.read_bytes())
+        log(f"  {record.student}: feedback also under the name handed in, {stem}.html")
+
+
 def write_feedback(layout, records, log=print) -> None:
     """HTML feedback for every graded submission whose feedback is missing or no longer shows its grade.
 
@@ -232,6 +251,8 @@ def write_feedback(layout, records, log=print) -> None:
                 log(f"  feedback: {str(error).splitlines()[0]}")
         for folder in sorted(layout.feedback_dir.glob(f"*/{assignment_id}")):
             make_releasable(folder)  # also the folders that the "*" run wrote again
+        for record in pending:
+            _feedback_under_the_learners_names(layout, record, log)
         for record in pending:
             key = f"{record.student}/{record.assignment}"
             if any((layout.feedback_dir / record.student / assignment_id).glob("*.html")):

@@ -53,6 +53,7 @@ class Finding:
     message: str
     notebook: str = ""
     cell: str = ""
+    source: str = ""  # the entry it concerns, as handed in (a renamed notebook: the learner's own name)
 
     def describe(self) -> str:
         where = "/".join(part for part in (self.notebook, self.cell) if part)
@@ -164,7 +165,9 @@ def _locate(
             continue
         unused.remove(chosen)
         located[name] = chosen
-        findings.append(Finding("renamed-notebook", "repaired", f"graded {chosen.shown} as {name}.ipynb", name))
+        findings.append(
+            Finding("renamed-notebook", "repaired", f"graded {chosen.shown} as {name}.ipynb", name, source=chosen.path)
+        )
     return located, refused
 
 
