@@ -15,13 +15,12 @@ Chapter 12 uses these on the grid it measures on a learner's GPU and on the stor
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import torch
 
 from ..attention import naive_attention
-from .measure import AttentionShape, _is_unsupported
+from .measure import AttentionShape, _Unsupported, refused_as_unsupported
 from .methods import METHODS
 from .records import AttentionRow, BenchmarkResults
 
@@ -262,18 +261,16 @@ def accuracy_against_reference(
         if method.cuda_only and device.type != "cuda":
             accuracy[name] = MethodAccuracy(name, "unsupported", reason="needs a CUDA GPU")
             continue
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
+        try:
+            with refused_as_unsupported():
                 out = method.fn(q, k, v, shape.causal)
-            except Exception as exc:  # a backend this GPU lacks, or a kernel that does not compile here
-                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                if isinstance(exc, RuntimeError) and _is_unsupported(exc):
-                    why = "; ".join(str(w.message).splitlines()[0] for w in caught) or text
-                    accuracy[name] = MethodAccuracy(name, "unsupported", reason=why[:400])
-                else:
-                    accuracy[name] = MethodAccuracy(name, "error", reason=f"{type(exc).__name__}: {text[:300]}")
-                continue
+        except _Unsupported as why:  # a backend this GPU lacks
+            accuracy[name] = MethodAccuracy(name, "unsupported", reason=str(why))
+            continue
+        except Exception as exc:  # a kernel that does not compile here, say
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            accuracy[name] = MethodAccuracy(name, "error", reason=f"{type(exc).__name__}: {text[:300]}")
+            continue
         error = (out.to(ref_dtype) - reference).abs().max().item()
         accuracy[name] = MethodAccuracy(name, "ok", max_error=error)
         del out

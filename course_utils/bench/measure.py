@@ -7,6 +7,7 @@ size does not fit, ``skipped`` when it is predicted to take too long or to need 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 import warnings
@@ -104,6 +105,22 @@ class _Unsupported(Exception):
     """Raised inside measure_attention when a method cannot run on these inputs here."""
 
 
+@contextlib.contextmanager
+def refused_as_unsupported():
+    """Inside it, a pinned SDPA backend that refuses these inputs on this device (PyTorch's "No available
+    kernel") raises ``_Unsupported`` with PyTorch's reasons (its warnings say why each backend declined);
+    any other error passes through as it is."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        except RuntimeError as exc:
+            if _is_unsupported(exc) and not _is_cpu_oom(exc):
+                why = "; ".join(str(w.message).splitlines()[0] for w in caught) or _first_line(exc, 400)
+                raise _Unsupported(why[:400]) from None
+            raise
+
+
 def _run_measured(
     method: AttentionMethod, shape: AttentionShape, settings: MeasureSettings, inputs, row: AttentionRow
 ) -> torch.Tensor:
@@ -116,24 +133,17 @@ def _run_measured(
     def call():
         return method.fn(q, k, v, shape.causal, **options)
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            if device.type == "cuda":
-                # Warm up outside the memory measurement: the first CUDA call may allocate
-                # workspaces (cuBLAS, autotuning) that stay for the whole process.
-                call()
-                synchronize(device)
-            # On the CPU the memory measurement doubles as the warm-up call: one-off costs there
-            # (thread pools, library init) do not allocate tensors, and slow sizes save a call.
-            started = time.perf_counter()
-            peak_bytes, output = peak_memory(call, device)
-            first_call_s = time.perf_counter() - started
-        except RuntimeError as exc:
-            if _is_unsupported(exc) and not _is_cpu_oom(exc):
-                why = "; ".join(str(w.message).splitlines()[0] for w in caught) or _first_line(exc, 400)
-                raise _Unsupported(why[:400]) from None
-            raise
+    with refused_as_unsupported():
+        if device.type == "cuda":
+            # Warm up outside the memory measurement: the first CUDA call may allocate
+            # workspaces (cuBLAS, autotuning) that stay for the whole process.
+            call()
+            synchronize(device)
+        # On the CPU the memory measurement doubles as the warm-up call: one-off costs there
+        # (thread pools, library init) do not allocate tensors, and slow sizes save a call.
+        started = time.perf_counter()
+        peak_bytes, output = peak_memory(call, device)
+        first_call_s = time.perf_counter() - started
     timing = time_call(
         call,
         device,

@@ -49,7 +49,7 @@ def encode(value, _depth: int = 0):
     if isinstance(value, np.generic) and type(value).__module__ == "numpy":
         return {"scalar": value.item()}
     torch = sys.modules.get("torch")
-    if torch is not None and type(value) is torch.Tensor or (torch is not None and type(value) is torch.nn.Parameter):
+    if torch is not None and type(value) in (torch.Tensor, torch.nn.Parameter):  # subclasses are not data
         array = value.detach().cpu()
         dtype = str(array.dtype).replace("torch.", "")
         if array.dtype == torch.bfloat16:
