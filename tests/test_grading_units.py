@@ -231,6 +231,9 @@ def test_grading_settings_reject_unknown_or_invalid_values():
         GradingSettings.from_metadata({"course_grading": {"cell_timeout_s": -1}}, "nb")
     settings = GradingSettings.from_metadata({"course_grading": {"cell_timeout_s": 5, "preload": ["numpy"]}}, "nb")
     assert settings.cell_timeout_s == 5 and settings.preload == ("numpy",)
+    assert settings.judge == "outside", "the hidden tests run in the grader unless said otherwise"
+    with pytest.raises(ValueError, match="always run in the grader"):
+        GradingSettings.from_metadata({"course_grading": {"judge": "kernel"}}, "nb")
 
 
 def test_mount_plan_covers_untraversable_parents_and_refuses_system_folders(tmp_path):

@@ -7,11 +7,13 @@ sandbox (see sandbox.py); this class adds what only the grading side can do:
   test cell whose code did not run to its end without the token being printed (because an input
   transformer rewrote it, or an exception was swallowed) is failed and reported, whatever the
   kernel claims;
-- the tests' references: before each part of a test cell the kernel guard restores what learner code
-  replaced, and after it checks that nothing changed while the test ran (learner code called by the
-  test). A test during which something changed, or before which something could not be undone, is
-  failed with the reason (see kernel_guard.py); the grader speaks to the guard with a message of
-  its own, not with code run in the notebook's namespace;
+- the hidden tests: the hidden part of every test cell is run by the judge in this process (judge.py),
+  which asks the kernel guard questions about the learner's objects; it never enters the kernel;
+- the visible tests' references: before a test cell the kernel guard restores what learner code
+  replaced, and after it says what changed while the cell ran (learner code called by the test). A
+  visible test before which something could not be undone is failed with the reason (see
+  kernel_guard.py); the grader speaks to the guard with messages of its own, not with code run in the
+  notebook's namespace;
 - a dead kernel (os._exit, a crash, a limit) no longer aborts the whole notebook: the cells already
   run keep their results, every later cell fails with the reason, and the grade is partial and honest;
 - two timeouts in a row mean the kernel no longer listens to interrupts: it is stopped and the
@@ -31,9 +33,9 @@ import time
 
 from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors import Preprocessor
-from nbformat.v4 import new_code_cell, new_output
+from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Integer, List, Unicode
 
 from .messages import (
     GUARD_REPLY,
@@ -72,16 +74,15 @@ def _error_output(name: str, message: str):
 
 
 class RemoveJudgedHiddenTests(Preprocessor):
-    """Last of the autograde steps: where the judge ran the hidden tests outside the kernel, their code
+    """Last of the autograde steps: the judge ran the hidden tests outside the kernel, and their code
     leaves the autograded notebook too (the grades are saved by then); the cell keeps its visible part
     and a line that says where the rest ran. The source notebook in solutions/ keeps them."""
 
     enabled = Bool(True)  # nbconvert's preprocessors are off until enabled
-    judge_outside = Bool(False, help="The assignment's hidden tests were run by the judge.").tag(config=True)
 
     def preprocess_cell(self, cell, resources, index):
         meta = cell.metadata.get("nbgrader", {}) if cell.cell_type == "code" else {}
-        if self.judge_outside and meta.get("grade") and not meta.get("solution"):
+        if meta.get("grade") and not meta.get("solution"):
             visible, hidden = split_hidden(cell.source)
             if hidden is not None:
                 cell.source = visible.rstrip() + "\n\n" + JUDGED_NOTE
@@ -92,8 +93,8 @@ class SandboxedExecute(Execute):
     report_path = Unicode("", help="Where to write the execution report (JSON).").tag(config=True)
     status_path = Unicode("", help="The sandbox supervisor's status file for this kernel.").tag(config=True)
     cell_output_chars = Integer(3_000_000, help="Characters of output kept per cell.").tag(config=True)
-    judge_outside = Bool(
-        False, help="Run the hidden part of each test cell in the grader (judge.py), never in the kernel."
+    judge_forbidden = List(
+        Unicode(), help="Names the exercise forbids: a judged test fails when what ran in the kernel shows one."
     ).tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
@@ -177,13 +178,9 @@ class SandboxedExecute(Execute):
         return cell, self.resources
 
     def _run_test_cell(self, cell, index: int, original: str, canary: str, record: CellReport) -> None:
-        """Visible part, then (after another reset) the hidden part with the canary at its end.
-
-        Learner code called by the visible checks could patch what the hidden checks use; resetting
-        the kernel in between means the hidden checks always start from a clean state. After the
-        hidden part the guard says whether anything changed while it ran: then its result cannot be
-        trusted, and the test fails.
-        """
+        """The visible part in the kernel (after the guard undid learner tampering), then the hidden part in
+        the judge, here (judge.py): it never enters the kernel. A test cell without a hidden part runs whole,
+        with the canary at its end, and the guard says whether anything changed while it ran."""
         visible, hidden = split_hidden(original)
         if self._consecutive_timeouts == 0 and not self._restore_kernel_state(cell, record):
             return
@@ -197,42 +194,45 @@ class SandboxedExecute(Execute):
         visible_outputs = list(cell.outputs)
         if any(output.output_type == "error" for output in visible_outputs):
             return  # the cell fails at its visible part, as it would in one piece
-        if self.judge_outside:
-            cell.outputs = visible_outputs + self._judge(hidden, index, canary)
-            self._note_changes_during_judging(cell, record)
-            return
-        if not self._restore_kernel_state(cell, record):
-            cell.outputs = visible_outputs + list(cell.outputs)
-            return
-        cell.source = hidden + f"\nprint({canary!r})\n"
-        self.execute_cell(cell, index, store_history=True)
-        self._verify_kernel_state(cell, record)
-        cell.outputs = visible_outputs + list(cell.outputs)
+        cell.outputs = visible_outputs + self._judge(hidden, index, canary, record)
+        self._note_changes_during_judging(cell, record)
 
-    def _judge(self, hidden: str, index: int, canary: str) -> list:
+    def _judge(self, hidden: str, index: int, canary: str, record: CellReport) -> list:
         """The hidden part run by the judge in this process (judge.py); its outputs for the cell: what
         it printed, then the canary if it ran to its end, or the error that failed it (message only)."""
-        from .judge import Judge, JudgeError, JudgeTimeout, failure_output
+        from .judge import ForReview, Judge, JudgeError, JudgeTimeout, failure_output
 
-        def run_in_kernel(statement: str) -> str:
-            probe, test_cell = new_code_cell(statement), self.nb.cells[index]
-            try:
-                self.execute_cell(probe, index, store_history=False)
-            finally:
-                self.nb.cells[index] = test_cell  # nbclient puts the cell it ran at its index
-            if any(output.get("ename") == TIMEOUT_ERROR for output in probe.outputs):
-                raise JudgeTimeout("a call of the notebook's code ran past the time limit of a cell")
-            return "".join(output.get("text", "") for output in probe.outputs if output.output_type == "stream")
+        # The kernel's share of one test: all its answers together within the cell's time limit, as when
+        # the hidden part ran in the kernel (the judge's own work, the references, is not counted).
+        budget, spent = self.timeout, [0.0]
+
+        def run_in_kernel(verb: str, request: str) -> str:
+            left = budget - spent[0] if budget else None
+            if left is not None and left <= 0:
+                raise JudgeTimeout("the notebook's code took longer than the time limit of a cell for this test")
+            started = time.time()
+            answer = self._ask_guard("judge", timeout=left, verb=verb, request=request)
+            spent[0] += time.time() - started
+            if answer is None and self._judge_timed_out:
+                raise JudgeTimeout("the notebook's code took longer than the time limit of a cell for this test")
+            if answer is None:
+                raise JudgeError("the notebook's kernel gave no answer to the grader's question")
+            return answer.answer
 
         try:
-            printed, error = Judge(run_in_kernel, passthrough=(DeadKernelError,)).run(hidden)
+            judge = Judge(run_in_kernel, passthrough=(DeadKernelError,), forbidden=tuple(self.judge_forbidden))
+            printed, error = judge.run(hidden)
         except JudgeTimeout as failure:  # counted with the cell timeouts (two in a row stop the kernel)
             return [_error_output(TIMEOUT_ERROR, str(failure))]
         except JudgeError as failure:
             printed, error = "", failure
         outputs = [new_output("stream", name="stdout", text=printed)] if printed else []
+        if isinstance(error, ForReview):
+            record.for_review = str(error)[:500]
         if error is not None:
-            return outputs + [failure_output(error)]
+            # Under a visible part's "looks right", say that what follows is a further check, not a contradiction.
+            further = "The checks above passed; the grader's further checks of this part found a problem:\n"
+            return outputs + [new_output("stream", name="stderr", text=further), failure_output(error)]
         return outputs + [new_output("stream", name="stdout", text=canary + "\n")]
 
     def _note_changes_during_judging(self, cell, record: CellReport) -> None:
@@ -252,13 +252,23 @@ class SandboxedExecute(Execute):
         )
         cell.outputs.append(new_output("stream", name="stderr", text=note))
 
-    def _ask_guard(self, command: str) -> GuardReply | None:
-        """Send the kernel guard a request of its own message type; its answer, or None."""
+    def _ask_guard(self, command: str, timeout: float | None = None, **details) -> GuardReply | None:
+        """Send the kernel guard a request of its own message type; its answer, or None. A request that
+        runs past ``timeout`` (default: the cell's time limit) interrupts the kernel (``_judge_timed_out``
+        says so) and gets None."""
         nonce = secrets.token_hex(8)
-        message = self.kc.session.msg(GUARD_REQUEST, {"command": command, "nonce": nonce})
+        message = self.kc.session.msg(GUARD_REQUEST, {"command": command, "nonce": nonce, **details})
+        started, cell_timeout = time.time(), self.timeout
+        limit = cell_timeout if timeout is None else max(1, int(timeout + 0.999))
+        self._judge_timed_out = False
         try:
             self.kc.shell_channel.send(message)
-            reply = self.wait_for_reply(message["header"]["msg_id"])
+            self.timeout = limit  # nbclient's wait reads it
+            try:
+                reply = self.wait_for_reply(message["header"]["msg_id"])
+            finally:
+                self.timeout = cell_timeout
+            self._judge_timed_out = reply is None and bool(limit) and time.time() - started >= limit
         except DeadKernelError:
             raise
         except Exception as error:  # a timeout: the test cell will say what state the kernel is in

@@ -176,6 +176,8 @@ def _summarize_execution(record: GradeRecord, report: ExecutionReport) -> None:
             record.reasons.append(
                 f"{label} scored 0: the grader could not check the kernel after it (tampering suspected)"
             )
+        if cell.for_review:
+            record.reasons.append(f"{label} scored 0 for review: {cell.for_review}")
         if cell.output_cut:
             record.reasons.append(f"{label} printed too much; its output was cut")
     integrity = report.integrity

@@ -58,7 +58,7 @@ def execute(
         log(f"  graded {job.student} / {job.assignment.id} in {outcome['seconds']:.1f} s")
 
     log(f"grading {len(jobs)} submission(s) with {workers} worker(s)")
-    _import_for_workers()
+    _import_for_workers(assignments)
     settings = [assignment.settings for assignment in assignments]
     default_limits = Limits(
         memory_mb=max(x.memory_mb for x in settings),
@@ -126,10 +126,26 @@ def _modules_the_tests_reach(assignment: Assignment) -> list[str]:
     return modules_the_tests_reach(sources)
 
 
-def _import_for_workers() -> None:
-    """Import what every worker needs once, before forking (imports cost seconds on a busy machine)."""
+def _import_for_workers(assignments: list[Assignment]) -> None:
+    """Import what every worker needs once, before forking (imports cost seconds on a busy machine): nbgrader's
+    steps, and what the judge's hidden tests import in the grader (torch above all, some 3 s of CPU that each
+    forked worker would otherwise spend again)."""
     import importlib
 
+    from .execute import split_hidden
+    from .notebooks import load_json, source_text
+    from .static_checks import modules_the_tests_reach
+
+    hidden = [
+        part
+        for assignment in assignments
+        for name in assignment.notebooks
+        for cell in load_json(assignment.source_dir / f"{name}.ipynb").get("cells", [])
+        if cell.get("cell_type") == "code"
+        for part in [split_hidden(source_text(cell))[1]]
+        if part
+    ]
+    judged = ["course_utils.grading.judge", *modules_the_tests_reach(hidden)]
     for module in (
         "nbconvert.preprocessors",
         "nbgrader.converters",
@@ -138,6 +154,11 @@ def _import_for_workers() -> None:
         "course_utils.grading.execute",
     ):
         importlib.import_module(module)
+    for entry in judged:  # a name ending in "?" may not be a module; nothing that fails here stops the run
+        try:
+            importlib.import_module(entry.rstrip("?"))
+        except Exception:  # noqa: BLE001  (the hidden test will meet the same failure and say so)
+            pass
 
 
 # ------------------------------------------------------------------------------------------------
@@ -318,9 +339,8 @@ def _worker(
         SandboxedExecute={
             "report_path": str(job.report_path),
             "status_path": str(job.status_path),
-            "judge_outside": job.assignment.settings.judge == "outside",
+            "judge_forbidden": list(job.assignment.settings.forbidden_calls),
         },
-        RemoveJudgedHiddenTests={"judge_outside": job.assignment.settings.judge == "outside"},
         # Unix sockets in the slot's runtime folder: they reach into the kernel's network namespace.
         KernelManager={
             "transport": "ipc",

@@ -108,6 +108,16 @@ def install(app, settings: dict) -> None:
     _Tripwire(shell, kernel)  # reached through its message handler (see _Tripwire._handle)
 
 
+def _thread_kind(function) -> str:
+    """What a new thread would run, for the review: its class and target (threading) or the function."""
+    thread = getattr(function, "__self__", None)
+    target = getattr(thread, "_target", None) if thread is not None else function
+    kind = type(thread).__qualname__ if thread is not None else "thread"
+    where = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or ""
+    return f"{kind} running {where}.{name}" if name else kind
+
+
 def _quiet_library_threads() -> None:
     """tqdm starts a monitor thread with its first progress bar; threads are refused to notebook code,
     and the monitor only tidies up stalled bars, so it is switched off."""
@@ -155,6 +165,10 @@ class _Tripwire:
         self.handler = self._handle  # one bound method, so that its identity can be checked
         kernel.shell_handlers[MESSAGE] = self.handler
         self.state = self._shell_state()
+        # The judge's recording of what learner code runs sets a profile function (kernel_calls._recording):
+        # the one profile function allowed, known by its code object, loaded before any notebook code.
+        self.kernel_calls = _part("kernel_calls.py")  # the judge's questions: a private copy, out of imports' reach
+        self.judges_recording = self.kernel_calls._recording.__wrapped__.__code__
         self.modules_before = set(sys.modules)
         self.saved = self._saved_objects()
         sys.addaudithook(self._audit)
@@ -177,6 +191,8 @@ class _Tripwire:
                 answer = self.verify()
             elif command == "report":
                 answer = {"problems": self.problems(), "checked": self.references.size()}
+            elif command == "judge":  # a question of the judge (judge.py), answered in this reply, not in a cell
+                answer = {"answer": self.kernel_calls.respond(content.get("verb"), content.get("request"))}
             else:
                 answer = {"error": f"unknown command {command!r}"}
         except BaseException as error:  # the grader must hear of it, whatever happened
@@ -240,6 +256,8 @@ class _Tripwire:
     def _audit(self, event: str, args: tuple) -> None:
         """Refused to notebook code: trace and profile functions, library functions changed in place."""
         if event in ("sys.settrace", "sys.setprofile"):
+            if event == "sys.setprofile" and sys._getframe(1).f_code is self.judges_recording:
+                return  # the judge's recording of what learner code runs (kernel_calls._recording)
             if self.called_from_notebook(sys._getframe(1)):
                 self._refuse(f"{event}() from the notebook (a trace function can skip or change the tests)")
         elif event == "object.__setattr__" and len(args) >= 2 and args[1] in _FUNCTION_PARTS:
@@ -324,7 +342,7 @@ class _Tripwire:
 
         def start_new_thread(function, args, kwargs=None):
             if guard.called_from_notebook(sys._getframe(1)):
-                guard._refuse("starting a thread from the notebook")
+                guard._refuse(f"starting a thread from the notebook ({_thread_kind(function)})")
             return start(function, args, kwargs) if kwargs is not None else start(function, args)
 
         for owner, name in ((_thread, "start_new_thread"), (_thread, "start_new"), (threading, "_start_new_thread")):

@@ -41,7 +41,7 @@ class GradingSettings:
     preload: tuple[str, ...] = ("numpy", "torch")
     forbidden_calls: tuple[str, ...] = ()
     allowed_imports: tuple[str, ...] = ()  # modules the static checks accept here (e.g. "time", "gc")
-    judge: str = "kernel"  # "outside": hidden tests run in the grader (judge.py); "kernel": in the learner's kernel
+    judge: str = "outside"  # the hidden tests run in the grader (judge.py), never in the learner's kernel
 
     @classmethod
     def from_metadata(cls, metadata: dict, where: str) -> "GradingSettings":
@@ -58,8 +58,11 @@ class GradingSettings:
                     f"{where}: unknown key metadata['course_grading'][{key!r}]; known keys: {sorted(known)}"
                 )
             if key == "judge":
-                if value not in ("kernel", "outside"):
-                    raise ValueError(f"{where}: metadata['course_grading']['judge'] must be 'kernel' or 'outside'")
+                if value != "outside":
+                    raise ValueError(
+                        f"{where}: metadata['course_grading']['judge'] is {value!r}: the hidden tests always run in "
+                        "the grader, outside the learner's kernel ('outside', the default; judge.py)"
+                    )
             elif key in ("preload", "forbidden_calls", "allowed_imports"):
                 if not (isinstance(value, list) and all(isinstance(item, str) for item in value)):
                     raise ValueError(f"{where}: metadata['course_grading'][{key!r}] must be a list of strings")

@@ -298,7 +298,8 @@ class ProbeAnswer(Message):
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class GuardReply(Message):
-    """The kernel guard's answer to GUARD_REQUEST {"command": "restore", "verify" or "report", "nonce"}."""
+    """The kernel guard's answer to GUARD_REQUEST {"command": "restore", "verify" or "report", "nonce"}, or
+    {"command": "judge", "verb", "request", "nonce"} (a question of the judge, kernel_calls.respond)."""
 
     nonce: str | None = None
     error: str = ""  # the guard could not do it
@@ -309,6 +310,7 @@ class GuardReply(Message):
     changed_count: int = 0
     problems: list[str] = field(default_factory=list)  # report: everything the guard saw
     checked: int = 0  # report: references in the snapshot
+    answer: str = ""  # judge: the kernel's answer, JSON text (judge.py reads it as data)
 
 
 @dataclass
@@ -326,6 +328,7 @@ class CellReport(Message):
     verify_failed: bool = False
     changed_during_test: list[str] = field(default_factory=list)
     output_cut: bool = False
+    for_review: str = ""  # the judge could not decide for certain: the test scored 0, the instructor decides
 
 
 @dataclass

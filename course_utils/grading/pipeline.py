@@ -126,6 +126,8 @@ def generate_release(layout: CourseLayout, assignment_ids: list[str] | None = No
     """Regenerate release/<id> (and the gradebook's copy of the tests) for every assignment."""
     from nbgrader.converters import GenerateAssignment
 
+    from .validate import record_graded_cells
+
     known = [assignment.id for assignment in layout.assignments()]
     wanted = known if assignment_ids is None else list(assignment_ids)
     missing = sorted(set(wanted) - set(known))
@@ -137,6 +139,8 @@ def generate_release(layout: CourseLayout, assignment_ids: list[str] | None = No
         app.force = True
         app.create_assignment = True
         _run(app, f"nbgrader generate_assignment {assignment_id}")
+        for notebook in sorted((layout.release_dir / assignment_id).glob("*.ipynb")):
+            record_graded_cells(notebook)  # what the Validate button of a copy misses (validate.py)
     secure_gradebook(layout)
     try:
         stamps = json.loads(_stamps_path(layout).read_text())
@@ -216,7 +220,9 @@ def generate_feedback(layout: CourseLayout, assignment_id: str, student_id: str 
     """
     from nbgrader.converters import GenerateFeedback
 
-    config = layout.nbgrader_config(HTMLExporter={"template_name": "feedback"})
+    from .feedback import template_settings
+
+    config = layout.nbgrader_config(HTMLExporter=template_settings())
     app = GenerateFeedback(
         coursedir=_coursedir(config, assignment_id=assignment_id, student_id=student_id), config=config
     )
@@ -247,11 +253,12 @@ def fetch_feedback(
 
 
 def export_nbgrader_csv(layout: CourseLayout, destination: str | os.PathLike) -> Path:
-    """nbgrader's own grade export (one row per learner and assignment)."""
+    """nbgrader's grade export (one row per learner and assignment), as `CourseCsvExport` writes it."""
     from nbgrader.api import Gradebook
-    from nbgrader.plugins import CsvExportPlugin
 
-    plugin = CsvExportPlugin(config=layout.nbgrader_config())
+    from .export import CourseCsvExport
+
+    plugin = CourseCsvExport(config=layout.nbgrader_config())
     plugin.to = str(destination)
     with Gradebook(layout.db_url, layout.course_id) as gradebook:
         plugin.export(gradebook)

@@ -152,7 +152,7 @@ class SandboxSession:
             limits=self.default_limits,
             marker_dir=str(self.root / "manager"),
             log_dir=str(self.layout.output_dir / "logs"),
-            font_list=matplotlib_font_list(self.preload),
+            font_list=matplotlib_font_list(),
         )
         config_path = self.root / "manager" / "config.json"
         config.write(config_path)
@@ -257,14 +257,15 @@ def sandbox_processes(first_uid: int, end_uid: int) -> list[tuple[int, int]]:
     return found
 
 
-def matplotlib_font_list(preload: list[str]) -> dict[str, str]:
+def matplotlib_font_list() -> dict[str, str]:
     """matplotlib's font list, {file name: JSON}, as the grader's matplotlib has it cached (building it if
-    need be), when the kernels preload matplotlib; {} otherwise. A warm kernel starts with an empty home,
-    where matplotlib would build the list again by reading every font file: about 0.3 s of CPU in each
-    kernel (`import matplotlib.pyplot` 1.71-2.02 s with an empty MPLCONFIGDIR, 1.17-1.77 s with the list,
-    2-core AMD EPYC). A font the list names that a kernel cannot see makes matplotlib build it anew."""
-    if not any(name.rstrip("?").split(".")[0] == "matplotlib" for name in preload):
-        return {}
+    need be); {} where matplotlib is not installed. A warm kernel starts with an empty home, where
+    matplotlib would build the list again by reading every font file: about 0.3 s of CPU in each kernel
+    (`import matplotlib.pyplot` 1.71-2.02 s with an empty MPLCONFIGDIR, 1.17-1.77 s with the list, 2-core
+    AMD EPYC), and with a timer thread that the guard refuses to notebook code: a notebook whose first
+    plot (`%matplotlib inline` in course_utils.env.setup) comes after the guard would be flagged for it.
+    So every kernel gets the list, whether or not it preloads matplotlib. A font the list names that a
+    kernel cannot see makes matplotlib build it anew."""
     try:
         import matplotlib
         from matplotlib import font_manager
