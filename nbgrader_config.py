@@ -7,6 +7,7 @@ Layout: the repository root is the course directory; assignments live in `soluti
 (the nbgrader "source" directory); release/, submitted/, autograded/, feedback/ and gradebook.db are
 generated and never committed.
 """
+
 import os
 
 c = get_config()  # noqa: F821  (injected by traitlets when it loads this file)
@@ -30,7 +31,7 @@ c.ExchangeFactory.collect = "course_utils.grading.collect.SafeExchangeCollect"
 # takes them out of the cells' code, LearnerErrors out of the tracebacks (a failing test shows its
 # message and the frames of the learner's own code; course_utils/grading/feedback.py).
 c.GenerateFeedback.preprocessors = [
-    "nbgrader.preprocessors.GetGrades",
+    "course_utils.grading.feedback.FeedbackLabels",  # nbgrader's GetGrades, and each part's title for the page
     "nbgrader.preprocessors.ClearHiddenTests",
     "course_utils.grading.feedback.LearnerErrors",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
@@ -51,6 +52,10 @@ c.HTMLExporter.filters = {
 # kernel. The course's server extension makes the formgrader's button run `course grade` itself
 # (course_utils/grading/formgrader.py, server_extension.py).
 c.Autograde.exporter_class = "course_utils.grading.formgrader.ConfinedOnlyExporter"
+
+# `nbgrader export` (and `course export`): unsubmitted work has empty scores and a `submitted` column says so,
+# where nbgrader's own export writes 0.0; fields are quoted (course_utils/grading/export.py).
+c.ExportApp.plugin_class = "course_utils.grading.export.CourseCsvExport"
 
 # Execution settings (`course grade` puts each assignment's own time limits on top).
 c.Execute.timeout = 60

@@ -79,6 +79,7 @@ INSTRUCTOR_PLUGINS = [
 INSTRUCTOR_SERVER_EXTENSIONS = ["nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list"]
 # Next to the formgrader: its Autograde button runs `course grade` (confined), not a plain nbgrader autograde.
 COURSE_GRADE_BUTTON = "course_utils.grading.server_extension"
+VALIDATE_BUTTON = "course_utils.grading.validate_extension"  # Validate names syntax errors and missing tests
 _WRITTEN_BY = "# Written by `course setup` (course_utils/learner.py)"
 # git's clean filter for the notebooks that .gitattributes names (`filter=nbclean`).
 GIT_FILTER = "nbclean"
@@ -466,7 +467,12 @@ def lab_config_dir(root: str | os.PathLike, instructor: bool = False) -> Path:
         page_config = {"disabledExtensions": {name: True for name in INSTRUCTOR_PLUGINS}}
         server = {
             "ContentsManager": {"hide_globs": HIDDEN_FROM_LEARNERS, "post_save_hook": AFTER_SAVE},
-            "ServerApp": {"jpserver_extensions": {name: False for name in INSTRUCTOR_SERVER_EXTENSIONS}},
+            "ServerApp": {
+                "jpserver_extensions": {
+                    **{name: False for name in INSTRUCTOR_SERVER_EXTENSIONS},
+                    VALIDATE_BUTTON: True,
+                }
+            },
             # JupyterLab's own default_url ("/lab") would win over ServerApp's. Its workspaces live in the
             # checkout's build/, emptied by every `course lab` (fresh_workspace), not in ~/.jupyter.
             "LabApp": {"default_url": f"/lab/tree/{START_PAGE}", "workspaces_dir": str(paths.workspaces)},

@@ -75,7 +75,8 @@ install -D -m 0644 "$SOURCE/deploy/nbgrader_config.py" "$PREFIX/etc/jupyter/nbgr
 install -d -m 0755 "$PREFIX/etc/jupyter/jupyter_server_config.d" "$PREFIX/etc/jupyter/labconfig"
 cat > "$PREFIX/etc/jupyter/jupyter_server_config.d/transformers-course.json" <<'JSON'
 {"LabApp": {"extension_manager": "readonly"},
- "ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": false}}}
+ "ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": false,
+                                        "course_utils.grading.validate_extension": true}}}
 JSON
 cat > "$PREFIX/etc/jupyter/labconfig/page_config.json" <<'JSON'
 {"disabledExtensions": {"@jupyter/nbgrader:formgrader": true, "@jupyter/nbgrader:create-assignment": true}}

@@ -427,6 +427,16 @@ def test_feedback_of_a_wrong_submission_teaches_and_hides_the_hidden_tests(klass
 
 
 @pytest.mark.slow
+def test_the_feedback_page_names_its_parts_awaits_manual_grades_and_typesets_offline(klass):
+    page = BeautifulSoup(_feedback_page(klass["layout"], "ada"), "html.parser")
+    contents = page.find(id="toc").get_text(" ", strip=True)
+    assert "Test cell" not in contents and "Tests: values with PyTorch inputs (Score: 2.0 / 2.0)" in contents, contents
+    assert "Written answer: explain attention pattern (awaiting your instructor's grade, 2.0 points)" in contents
+    loader = "".join(script.get_text() for script in page.find_all("script"))
+    assert "/static/jupyter_server_mathjax/MathJax.js" in loader, "MathJax from the Jupyter server, offline too"
+
+
+@pytest.mark.slow
 def test_learner_html_reaches_the_feedback_sanitised(klass):
     page = _feedback_page(klass["layout"], "mallory")
     soup = BeautifulSoup(page, "html.parser")

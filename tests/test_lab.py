@@ -11,13 +11,14 @@ The self-learner's lab and exercises: tests/test_learner_path.py.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import learner_checkout as lc
 import pytest
 
-from course_utils.grading import pipeline
+from course_utils.grading import notebooks, pipeline
 from course_utils.grading.layout import CourseLayout
 
 COURSE_ID = "transformers-ground-up"
@@ -103,6 +104,20 @@ def test_a_class_learners_assignment_list_shows_the_instructors_releases(klass):
         assert listed["success"], listed
         released = {a["assignment_id"]: a["status"] for a in listed["value"] if a["status"] != "submitted"}
         assert released == {RELEASED: "fetched"}, f"Assignment List in a class: {released}"
+        # The Validate button of this lab names a syntax error by its cell and line (not the NameErrors after it).
+        fetched = clone / "exercises" / RELEASED / f"{RELEASED}.ipynb"
+        broken = fetched.with_name("validate-check.ipynb")
+        notebook = json.loads(fetched.read_text(encoding="utf-8"))
+        answer = next(cell for cell in notebook["cells"] if notebooks.grade_id(cell) == "self_attention")
+        answer["source"] = "def self_attention(X, W_q, W_k, W_v):\n    return (X\n"
+        broken.write_text(json.dumps(notebook), encoding="utf-8")
+        try:
+            validated = lab.post("assignments/validate", {"path": str(broken.relative_to(clone))})
+        finally:
+            broken.unlink()
+        assert validated["success"], validated
+        (failure,) = validated["value"]["failed"]
+        assert failure["error"].startswith("SyntaxError in the cell that starts with `def self_attention("), failure
     assert lc.git(clone, "status", "--porcelain", "--untracked-files=all") == "", "the learner's clone is dirty"
 
 

@@ -30,6 +30,7 @@ import re
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import GetGrades
 from traitlets import Bool
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -105,6 +106,57 @@ class LearnerErrors(Preprocessor):
                         f"{output.get('ename', 'Error')}: {evalue if evalue.strip() else NO_MESSAGE}"
                     ]
         return nb, resources
+
+
+TEMPLATE = "course_feedback"  # templates/course_feedback: nbgrader's feedback page, with the changes it lists
+
+
+def template_settings() -> dict:
+    """HTMLExporter settings for the course's feedback page (nbgrader's template folder is where it extends from)."""
+    import nbgrader
+
+    nbgrader_templates = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
+    return {
+        "template_name": TEMPLATE,
+        "template_file": "page.html.j2",  # not index.html.j2, so that it can extend nbgrader's index.html.j2
+        "extra_template_basedirs": [str(Path(__file__).parent / "templates"), str(nbgrader_templates)],
+    }
+
+
+class FeedbackLabels(GetGrades):
+    """nbgrader's GetGrades, and what the feedback page (templates/course_feedback) says of each graded part:
+    its title (a test cell's first comment line, an answer cell's id in words) and whether its points still
+    await the instructor (a written answer before it is graded shows that, not 0 points)."""
+
+    def _get_score(self, cell, resources) -> None:
+        super()._get_score(cell, resources)
+        grade = self.gradebook.find_grade(
+            cell.metadata["nbgrader"]["grade_id"], self.notebook_id, self.assignment_id, self.student_id
+        )
+        cell.metadata.nbgrader["awaiting_grade"] = bool(grade.needs_manual_grade)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") or meta.get("task"):
+            meta["course_title"] = part_title(cell)
+        return cell, resources
+
+
+def part_title(cell) -> str:
+    """What a graded cell is, in words: "Tests: values with PyTorch inputs", "Written answer: explain attention pattern"."""
+    meta = cell.get("metadata", {}).get("nbgrader", {}) or {}
+    words = str(meta.get("grade_id", "")).replace("_", " ").strip()
+    if _is_test_cell(cell):
+        first = next((line for line in str(cell.get("source", "")).splitlines() if line.strip()), "")
+        if first.lstrip().startswith("#"):
+            title = re.sub(r"\s*\((visible part[^)]*)\)\s*$", "", first.lstrip("# ").strip())
+            if title:
+                return title[:120]
+        return f"Test: {words}"
+    if cell.get("cell_type") == "markdown":
+        return f"Written answer: {words}"
+    return f"Your code: {words}"
 
 
 def failing_test_messages(autograded_folder: Path) -> dict[str, str]:
