@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.course-installed
-# Extras installed with the course: `test` always; CI adds `triton` (COURSE_EXTRAS=test,triton).
+# Extras installed with the course: `test` always (Triton is a dependency on Linux x86-64; the `triton` extra CI names adds nothing there).
 COURSE_EXTRAS ?= test
 
 .PHONY: setup lab test test-fast test-grading release grade grade-load bench gpu-check html robustness chromium e2e e2e-hub hub-env hub-load clean
