@@ -122,6 +122,19 @@ def test_a_hidden_test_runs_here_and_the_kernel_sees_only_names_and_inputs(learn
     assert len(sent) == 3 and "describe" in sent[0] and "call" in sent[1] and "release" in sent[2]
 
 
+def test_only_the_arguments_a_call_changed_come_back(learner):
+    def scale_first(a, b):
+        a *= 2.0
+        return a.sum() + b.sum()
+
+    learner["scale_first"] = scale_first
+    a, b = np.ones((2, 3)), np.arange(4.0)
+    request = {"name": "scale_first", "args": [kernel_calls.encode(a), kernel_calls.encode(b)], "kwargs": {}}
+    answer = json.loads(kernel_calls.respond("call", json.dumps(request)))
+    changed, unchanged = answer["args_after"]
+    assert np.array_equal(kernel_calls.decode(changed["data"]), 2 * a) and unchanged is None, answer["args_after"]
+
+
 def test_a_failing_hidden_test_gives_its_message_and_no_code(learner):
     learner["self_attention"] = lambda X, W_q, W_k, W_v: (X, X)
     hidden = (
@@ -244,8 +257,6 @@ def test_what_runs_in_the_learners_call_is_recorded_by_name(learner):
 
 
 def test_library_code_called_unbound_shows_and_a_recording_switched_off_is_for_review(learner):
-    import sys
-
     from torch import nn
 
     reference = nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True)
@@ -253,8 +264,8 @@ def test_library_code_called_unbound_shows_and_a_recording_switched_off_is_for_r
     def borrowed(x):  # PyTorch's layer's forward, called unbound on an object of the learner's
         return nn.TransformerEncoderLayer.forward(reference, x)
 
-    def hiding(x):
-        sys.setprofile(None)
+    def hiding(x):  # takes the recording's function mode off PyTorch's stack
+        torch._C._pop_torch_function_stack()
         return x * 2
 
     learner.update(borrowed=borrowed, hiding=hiding)
@@ -270,7 +281,7 @@ def test_library_code_called_unbound_shows_and_a_recording_switched_off_is_for_r
     hidden = hidden.replace("borrowed(", "hiding(")
     _, error = judge.Judge(_kernel(learner, [])).run(hidden)
     assert isinstance(error, judge.ForReview) and "review" in str(error), repr(error)
-    assert sys.getprofile() is None
+    assert torch._C._len_torch_function_stack() == 0
 
 
 def test_an_exercises_forbidden_names_fail_every_judged_test_that_runs_them(learner):
@@ -443,4 +454,27 @@ def test_recordings_nest_and_measure_the_largest_tensor_made(learner):
         "assert outer.largest_output == 2500 and inner.largest_output == 2500\n"
     )
     _, error = judge.Judge(_kernel(learner, []), forbidden=("scaled_dot_product_attention",)).run(hidden)
+    assert error is None, repr(error)
+
+
+def test_a_recording_without_operators_still_sees_functions_modules_and_library_code(learner):
+    from torch import nn
+
+    layer = nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True)
+    learner["encode"] = lambda x: layer(torch.softmax(x, dim=-1))
+    hidden = (
+        "import torch\n"
+        "from course_utils.grading.judge import recording\n"
+        "x = torch.randn(1, 3, 8)\n"
+        "with recording(operators=False) as light:\n"
+        "    encode(x)\n"
+        "assert 'function softmax' in light and not any(name.startswith('aten ') for name in light), sorted(light)\n"
+        "assert 'module torch.nn.modules.transformer.TransformerEncoderLayer' in light, sorted(light)\n"
+        "assert any('TransformerEncoderLayer._sa_block' in name for name in light), sorted(light)\n"
+        "assert light.largest_output == 0\n"
+        "with recording(operators=False) as light, recording() as full:\n"
+        "    encode(x)\n"
+        "assert 'aten _softmax' in light and light == full and full.largest_output >= 3 * 8, sorted(full)\n"
+    )
+    _, error = judge.Judge(_kernel(learner, [])).run(hidden)
     assert error is None, repr(error)

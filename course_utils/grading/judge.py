@@ -160,17 +160,23 @@ class Recorded(set):
 
     largest_output: int = 0
 
+    def __init__(self, operators: bool = True):
+        super().__init__()
+        self.operators = operators  # whether it asks for ATen operators and the largest tensor (see recording)
+
 
 _recorders: list[Recorded] = []
 
 
 @contextlib.contextmanager
-def recording():
+def recording(operators: bool = True):
     """Every call of learner code inside is recorded in the kernel: the set it yields fills with the names
     of what ran ("function scaled_dot_product_attention", "aten bmm", "module torch.nn...."). The kernel is
     the learner's, so what is absent proves nothing for certain; what is present was reported by it.
-    Recordings nest: each one sees every call made while it is open."""
-    seen = Recorded()
+    Recordings nest: each one sees every call made while it is open. ``operators=False`` leaves out the ATen
+    operators and the largest tensor (a recording of PyTorch's functions, modules and library code costs
+    about half as much), unless an enclosing or enclosed recording asks for them."""
+    seen = Recorded(operators=operators)
     _recorders.append(seen)
     try:
         yield seen
@@ -297,12 +303,14 @@ class Judge:
 
     def request(self, target: Remote, attribute: str | None, args, kwargs) -> dict:
         torch = sys.modules.get("torch")
+        # What the open recordings ask for: "operators" (everything), "functions" (no ATen operators), "" (none).
+        record = ("operators" if any(seen.operators for seen in _recorders) else "functions") if _recorders else ""
         request = {
             **target._target,
             "args": [self._send(item) for item in args],
             "kwargs": {key: self._send(item) for key, item in kwargs.items()},
             "grad": bool(torch.is_grad_enabled()) if torch is not None else True,
-            "record": bool(_recorders),
+            "record": record,
         }
         if attribute:
             request["attribute"] = attribute
@@ -352,7 +360,8 @@ class Judge:
     def run(self, source: str) -> tuple[str, BaseException | None]:
         """Run the hidden code; (what it printed, the exception that failed it or None)."""
         printed = io.StringIO()
-        with recording() if self._forbidden else contextlib.nullcontext(set()) as ran:
+        # The exercise's forbidden names are functions, modules and library code: no operator-level recording.
+        with recording(operators=False) if self._forbidden else contextlib.nullcontext(set()) as ran:
             try:
                 namespace = self.namespace(source)
                 code = compile(source, "<hidden test>", "exec")

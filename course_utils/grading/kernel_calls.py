@@ -10,8 +10,8 @@ a Jupyter message of the kernel guard's own type and answered in its reply (kern
                         arrays, tensors), another object (held here, see below) or missing
     call(target, ...)   a learner function, class or held object (or one of its methods) called on
                         the judge's inputs, with autograd on or off as the judge's own is; back come
-                        its result and the arguments as they are after the call (a test may ask
-                        whether the function changed them); with ``record``, also the names of what
+                        its result and the arguments it changed, as they are after the call (a test
+                        may ask whether the function changed them); with ``record``, also the names of what
                         ran (PyTorch functions, ATen operators, module classes, library functions) and
                         the size of the largest tensor an operator made, for the judge to judge
     get(handle, name)   an attribute of a held object
@@ -269,25 +269,39 @@ DISTURBED = "recording disturbed"
 
 
 @contextlib.contextmanager
-def _recording(names: set, largest: list | None = None):
+def _recording(names: set, largest: list | None = None, operators: bool = True):
     """What runs, by name: PyTorch functions (whatever name they were reached by), ATen operators, the
-    classes of the modules called, and the Python functions of torch.nn and the course's library (an
-    unbound ``TransformerEncoderLayer.forward`` called on the learner's own module shows). The learner's
-    process may switch the recording off: then ``DISTURBED`` is among the names, for the judge to flag.
-    ``largest[0]`` becomes the number of elements of the largest tensor an operator returned."""
+    classes of the modules called, and the Python functions of torch.nn and the course's library that are
+    computing when PyTorch is (an unbound ``TransformerEncoderLayer.forward`` called on the learner's own
+    module shows). The learner's process may switch the recording off: then ``DISTURBED`` is among the
+    names, for the judge to flag. ``largest[0]`` becomes the number of elements of the largest tensor an
+    operator returned. ``operators=False``: no ATen operators and no largest tensor (PyTorch's operator-level
+    hook is half the cost of a recording).
+
+    The Python functions are read off the call stack whenever a PyTorch function is called from Python, up
+    to the judge's call (``_run``): a library function that computes anything calls PyTorch. (A profile
+    function would see every call, and slows pure-Python code such as Triton's interpreter fourfold.)"""
     largest = [0] if largest is None else largest
     import torch
     from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
-    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
+    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack, _pop_mode
 
     # What ran is kept as the objects themselves while the learner's code runs (a set insertion per call),
     # and named once at the end: a recorded forward pass costs about three times an unrecorded one.
     functions_run, operators_run, classes_run, code_run = set(), set(), set(), set()
     Tensor = torch.Tensor
+    entry, frame_of = _run.__code__, sys._getframe
+
+    def note_callers() -> None:  # the Python functions between the judge's call and this PyTorch call
+        frame = frame_of(2)
+        while frame is not None and frame.f_code is not entry:
+            code_run.add(frame.f_code)
+            frame = frame.f_back
 
     class Functions(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
+            note_callers()
             try:
                 functions_run.add(func)
             except TypeError:  # an unhashable callable
@@ -310,25 +324,30 @@ def _recording(names: set, largest: list | None = None):
     def module_called(module, inputs):
         classes_run.add(type(module))
 
-    def python_called(frame, event, arg):
-        if event == "call":
-            code_run.add(frame.f_code)
-
     hook = register_module_forward_pre_hook(module_called)
-    functions, operators, profiler_before = Functions(), Operators(), sys.getprofile()
-    sys.setprofile(python_called)
+    functions, operator_mode = Functions(), Operators() if operators else None
     try:
-        with functions, operators:
-            yield
-            if not any(mode is functions for mode in _get_current_function_mode_stack()) or not any(
-                mode is operators for mode in _get_current_dispatch_mode_stack()
-            ):
-                names.add(DISTURBED)
+        functions.__enter__()
+        if operator_mode is not None:
+            operator_mode.__enter__()
+        yield
     finally:
-        if sys.getprofile() is not python_called:
-            names.add(DISTURBED)
-        sys.setprofile(profiler_before)
         hook.remove()
+        function_modes, dispatch_modes = _get_current_function_mode_stack(), _get_current_dispatch_mode_stack()
+        if (function_modes and function_modes[-1] is functions) and (
+            operator_mode is None or (dispatch_modes and dispatch_modes[-1] is operator_mode)
+        ):
+            if operator_mode is not None:
+                operator_mode.__exit__(None, None, None)
+            functions.__exit__(None, None, None)
+        else:  # the learner's code took a mode of the recording off, or left one of its own above it
+            names.add(DISTURBED)
+            if any(mode is operator_mode for mode in dispatch_modes):
+                while _pop_mode() is not operator_mode:
+                    pass
+            if any(mode is functions for mode in function_modes):
+                while torch._C._pop_torch_function_stack() is not functions:
+                    pass
         names.update("function " + getattr(func, "__name__", str(func)) for func in functions_run)
         names.update(f"aten {func.overloadpacket.__name__}" for func in operators_run)
         names.update(f"module {cls.__module__}.{cls.__qualname__}" for cls in classes_run)
@@ -354,8 +373,8 @@ def _run(asked: dict, work):
     with contextlib.ExitStack() as stack:
         if torch is not None:
             stack.enter_context(torch.set_grad_enabled(bool(asked.get("grad", True))))
-        if asked.get("record"):
-            stack.enter_context(_recording(names, largest))
+        if asked.get("record"):  # "operators" (or true): everything; "functions": no ATen operators
+            stack.enter_context(_recording(names, largest, operators=asked["record"] != "functions"))
         result = work()
     return result, {"names": sorted(names), "largest_output": largest[0]}
 
@@ -370,7 +389,11 @@ def call(nonce: str, request: str) -> None:
     except BaseException as error:  # noqa: BLE001  (the learner's exception is the answer)
         _answer(nonce, {"raised": [type(error).__name__, str(error)[:2000]]})
         return
-    after = [None if _is_handle(sent) else _reply(item) for sent, item in zip(asked["args"], args)]
+    # An argument the call left as it came goes back as None (the judge keeps its own): only what changed crosses.
+    after = []
+    for sent, item in zip(asked["args"], args):
+        reply = None if _is_handle(sent) else _reply(item)
+        after.append(None if reply is None or reply.get("data") == sent else reply)
     payload = {"result": _reply(result), "args_after": after, "recorded": recorded}
     _answer(nonce, payload)
 

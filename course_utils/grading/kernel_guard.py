@@ -165,10 +165,7 @@ class _Tripwire:
         self.handler = self._handle  # one bound method, so that its identity can be checked
         kernel.shell_handlers[MESSAGE] = self.handler
         self.state = self._shell_state()
-        # The judge's recording of what learner code runs sets a profile function (kernel_calls._recording):
-        # the one profile function allowed, known by its code object, loaded before any notebook code.
         self.kernel_calls = _part("kernel_calls.py")  # the judge's questions: a private copy, out of imports' reach
-        self.judges_recording = self.kernel_calls._recording.__wrapped__.__code__
         self.modules_before = set(sys.modules)
         self.saved = self._saved_objects()
         sys.addaudithook(self._audit)
@@ -256,8 +253,6 @@ class _Tripwire:
     def _audit(self, event: str, args: tuple) -> None:
         """Refused to notebook code: trace and profile functions, library functions changed in place."""
         if event in ("sys.settrace", "sys.setprofile"):
-            if event == "sys.setprofile" and sys._getframe(1).f_code is self.judges_recording:
-                return  # the judge's recording of what learner code runs (kernel_calls._recording)
             if self.called_from_notebook(sys._getframe(1)):
                 self._refuse(f"{event}() from the notebook (a trace function can skip or change the tests)")
         elif event == "object.__setattr__" and len(args) >= 2 and args[1] in _FUNCTION_PARTS:
