@@ -5,6 +5,7 @@
                               contents and the chapter's sections on the side, previous/next links
     html/exercises.html       the exercises, where the chapters' exercise links lead in the book
     html/_static/             the style sheets and MathJax, so that the math is typeset without a network
+                              (and widgets, a training loop's progress bar, are shown as their text)
 
 Every chapter runs on its own (nbclient, the kernel's default settings, as in a learner's JupyterLab).
 A chapter that stops with an error is still written: its page opens with what stopped it, the cell
@@ -163,6 +164,20 @@ def chapter_exporter():
     return exporter
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def without_widgets(notebook) -> None:
+    """Widgets (a training loop's progress bar) as their text: with widget state in its metadata, nbconvert's
+    page loads the widget manager from a CDN, which an offline book cannot reach (and a blank bar is no use)."""
+    notebook.metadata.pop("widgets", None)
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data")
+            if data and WIDGET_VIEW in data:
+                del data[WIDGET_VIEW]
+
+
 def write_chapter(
     exporter, notebook, chapter: contents.Chapter, book: list[contents.Chapter], out: Path, status: str
 ) -> str:
@@ -173,6 +188,7 @@ def write_chapter(
         "next": book[index + 1] if index + 1 < len(book) else None,
     }
     rewrite_links(notebook, {c.name for c in book}, chapter.path.parent, out)
+    without_widgets(notebook)
     failure = notebook.metadata.get("course_book_failure")
     resources = {
         "metadata": {"name": chapter.title, "path": str(chapter.path.parent)},

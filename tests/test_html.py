@@ -214,6 +214,22 @@ def test_a_failing_chapter_is_written_with_its_error_and_fails_the_build(tmp_pat
     assert 'href="02_broken.html"' in (out / "01_first.html").read_text(encoding="utf-8")
 
 
+def test_a_progress_bar_is_written_as_its_text_and_needs_nothing_from_a_cdn(tmp_path):
+    course = tmp_path / "course"
+    (course / "notebooks").mkdir(parents=True)
+    _notebook(
+        course / "notebooks" / "01_training.ipynb",
+        ("md", "# 01 · Training"),
+        ("code", "from tqdm.auto import tqdm\nfor step in tqdm(range(3), desc='training steps'):\n    pass"),
+    )
+    assert book.main(course, tmp_path / "html") == 0
+    page = (tmp_path / "html" / "01_training.html").read_text(encoding="utf-8")
+    assert "training steps" in page, "the progress bar should show as its text"
+    assert "widget" not in page.lower() and "cdn." not in page, (
+        "an offline page must not ask a CDN for a widget manager"
+    )
+
+
 def test_course_html_names_an_unknown_chapter(tmp_path):
     with pytest.raises(SystemExit, match="no chapter named 99_missing"):
         cli.main(["html", "--out", str(tmp_path), "99_missing"])
