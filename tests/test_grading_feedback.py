@@ -493,10 +493,13 @@ def test_feedback_is_released_and_each_learner_fetches_their_own(klass):
 def test_learners_have_names_and_a_roster_names_them(klass):
     from nbgrader.api import Gradebook
 
+    from course_utils.grading import formgrader
+
     layout = klass["layout"]
     with Gradebook(layout.db_url, layout.course_id) as gradebook:
         names = {student.id: (student.last_name, student.first_name) for student in gradebook.students}
-    assert names["ada"] == ("ada", "") and names["mallory"] == ("mallory", ""), names
+    unnamed = formgrader.NO_ROSTER_NAME
+    assert names["ada"] == ("ada", unnamed) and names["mallory"] == ("mallory", unnamed), names
     (layout.root / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace <b>,ada@example.org\n")
     try:
         grade(layout, workers=1, students=["ada"], log=print)

@@ -14,6 +14,8 @@ import csv
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import CsvExportPlugin
 
+from .formgrader import NO_ROSTER_NAME
+
 COLUMNS = [
     "assignment",
     "duedate",
@@ -55,7 +57,7 @@ def _row(gradebook: Gradebook, assignment, student) -> dict:
         "duedate": assignment.duedate or "",
         "student_id": student.id,
         "last_name": student.last_name or "",
-        "first_name": student.first_name or "",
+        "first_name": "" if student.first_name in (None, NO_ROSTER_NAME) else student.first_name,
         "email": student.email or "",
         "max_score": assignment.max_score,
     }

@@ -5,8 +5,10 @@ and no unconfined way to autograde.
   `register_students` gives every graded learner a name: from `roster.csv` in the course directory when
   there is one (nbgrader's own roster format, `id,first_name,last_name,email`, the file that
   `nbgrader db student import` reads), else the learner's id (their exchange and account name) as the
-  last name. Names an instructor entered (formgrader, `nbgrader db student`) are kept where there is no
-  roster.
+  last name and `NO_ROSTER_NAME` as the first: the formgrader writes "last, first", so a learner without a
+  roster entry shows as "ada, (not in roster.csv)", which says where names come from (an empty first name
+  showed as "ada,"). `course export` leaves that first name empty. Names an instructor entered
+  (formgrader, `nbgrader db student`) are kept where there is no roster.
 - **Manual-grading flags.** nbgrader's autograde marks every manually graded cell "needs manual grading"
   again, even when its score was kept. `confirmed_manual_grades` (before a submission is graded again)
   and `restore_confirmed_grades` (after) clear the flag where the instructor's grade still applies: the
@@ -103,6 +105,9 @@ def read_roster(layout: CourseLayout) -> dict[str, dict[str, str]]:
         }
 
 
+NO_ROSTER_NAME = "(not in roster.csv)"  # the first name of a learner the roster does not name
+
+
 def register_students(layout: CourseLayout, students: list[str]) -> None:
     """Give every learner in `students` a name in the gradebook (see the module's docstring)."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -123,8 +128,10 @@ def register_students(layout: CourseLayout, students: list[str]) -> None:
                 known = gradebook.find_student(student)
             except MissingEntry:
                 continue  # not in the gradebook: nbgrader never graded it, nothing to show
-            if known.last_name is None and known.first_name is None:
-                gradebook.update_or_create_student(student, last_name=student, first_name="")
+            unnamed = known.last_name is None and known.first_name is None
+            named_by_an_earlier_version = known.last_name == student and known.first_name == ""
+            if unnamed or named_by_an_earlier_version:
+                gradebook.update_or_create_student(student, last_name=student, first_name=NO_ROSTER_NAME)
 
 
 # ------------------------------------------------------------------------------------------------
