@@ -110,8 +110,11 @@ def _support_files(assignment: Assignment) -> dict[str, str]:
 
 
 def _modules_the_tests_reach(assignment: Assignment) -> list[str]:
-    """What the assignment's fixed cells import or reach: the warm kernels import it ahead, so that
-    the kernel guard's snapshot holds the tests' references (see kernel_guard.py)."""
+    """What the assignment's fixed cells import or reach in the kernel: the warm kernels import it ahead,
+    so that the kernel guard's snapshot holds the tests' references (see kernel_guard.py). The hidden
+    parts of the test cells run in the grader (judge.py), never in the kernel: what they import is not
+    the kernel's to load."""
+    from .execute import split_hidden
     from .notebooks import is_solution, load_json, source_text
     from .static_checks import modules_the_tests_reach
 
@@ -119,7 +122,7 @@ def _modules_the_tests_reach(assignment: Assignment) -> list[str]:
     for name in assignment.notebooks:
         notebook = load_json(assignment.source_dir / f"{name}.ipynb")
         sources += [
-            source_text(cell)
+            split_hidden(source_text(cell))[0]
             for cell in notebook.get("cells", [])
             if cell.get("cell_type") == "code" and not is_solution(cell)
         ]
