@@ -88,6 +88,17 @@ def write_lab_settings(settings_dir: Path) -> list[Path]:
     return [settings_dir / relative for relative in files]
 
 
+def enable_course_validate(env: dict) -> Path:
+    """The course's Validate (course_utils/grading/validate_extension.py) in this lab, as `course lab` and the
+    hub's install (deploy/install.sh) enable it: a syntax error is named by its cell and line."""
+    path = Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.d" / "transformers-course.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps({"ServerApp": {"jpserver_extensions": {"course_utils.grading.validate_extension": True}}})
+    )
+    return path
+
+
 def write_nbgrader_config(folder: Path, exchange: Path) -> Path:
     """The learner's nbgrader_config.py: which course to list, and where the exchange is."""
     path = folder / "nbgrader_config.py"

@@ -3,8 +3,9 @@
 Learner (JupyterLab in a learner's folder):
   1. runs a chapter with Run -> Run All Cells: every cell runs, no error, the figures are drawn;
   2. opens Nbgrader -> Assignment List, fetches ex1_manual_attention, validates the untouched
-     notebook (it must fail), types the answers into the solution cells, restarts and runs it,
-     saves, validates again (it must pass) and submits.
+     notebook (it must fail), saves an answer with a syntax error (Validate must name it by its cell
+     and line), types the answers into the solution cells, restarts and runs it, saves, validates
+     again (it must pass) and submits.
 Instructor (JupyterLab in a temporary copy of the course):
   3. collects and grades with the course's own tools (`course grade`), opens Nbgrader -> Formgrader,
      finds the submission in Manage Submissions and Manual Grading, types a score for the written
@@ -192,12 +193,9 @@ def learner_lab(course):
     chapter = servers.REPOSITORY / "notebooks" / CHAPTER
     assert chapter.is_file(), f"chapter notebook {chapter} not found (set E2E_CHAPTER to one in notebooks/)"
     shutil.copy(chapter, course.learner_dir / CHAPTER)
-    lab = servers.JupyterLab(
-        "learner",
-        course.learner_dir,
-        servers.private_environment(course.work / "home-learner"),
-        log_dir=course.work / "logs",
-    )
+    env = servers.private_environment(course.work / "home-learner")
+    servers.enable_course_validate(env)
+    lab = servers.JupyterLab("learner", course.learner_dir, env, log_dir=course.work / "logs")
     with Timer(course, "start the learner's JupyterLab"):
         lab.start()
     yield lab
@@ -317,6 +315,22 @@ def test_learner_fetches_validates_and_submits_the_exercise(course, learner_page
     ).click()
     panel = ui.current_notebook(page, NOTEBOOK, _cell_count(fetched))
     screenshots.take(page, "exercise_opened")
+
+    # A syntax error in an answer: Validate names it by its cell and line (nbgrader's own would show a
+    # NameError for every test below it).
+    first_answer = min(course.answers)
+    ui.replace_cell_text(page, panel, first_answer, course.answers[first_answer] + "\n    return (X\n")
+    page.keyboard.press("Escape")
+    page.keyboard.press("ControlOrMeta+s")
+    ui.wait_until_saved(page, NOTEBOOK)
+    result, text = _validate_from_assignment_list(page, course, "an answer with a syntax error")
+    screenshots.take(page, "validate_syntax_error_named")
+    assert "validation-failed" in result and "SyntaxError in the cell that starts with" in text, (
+        f"validating an answer with a syntax error should name it, the dialog said:\n{text}"
+    )
+    assert "NameError" not in text, f"the syntax error should not show as NameErrors:\n{text}"
+    ui.dismiss_dialog(page, "Ok")
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab").filter(has=page.get_by_text(NOTEBOOK, exact=True)).click()
 
     with Timer(course, f"type the answers into {len(course.answers)} solution cells"):
         for index, text in course.answers.items():
