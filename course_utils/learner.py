@@ -310,6 +310,9 @@ def prepare_exercises(root: str | os.PathLike) -> list[ExerciseState]:
 
     paths = Paths.of(root)
     if class_exchange() is not None:
+        # Empty until the learner's first fetch: nbgrader's Assignment List changes into this folder to list
+        # the assignments, and answers HTTP 500 where it is missing.
+        paths.exercises.mkdir(parents=True, exist_ok=True)
         return [
             ExerciseState(
                 a.id,

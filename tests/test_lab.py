@@ -65,7 +65,10 @@ def klass(tmp_path_factory):
 def test_a_class_learners_setup_generates_and_publishes_nothing(klass):
     clone = klass["clone"]
     assert "your instructor's, from COURSE_EXCHANGE" in klass["setup_output"], klass["setup_output"]
-    assert not (clone / "exercises").exists(), "a class's learner gets exercises only from the instructor's exchange"
+    exercises = clone / "exercises"
+    assert exercises.is_dir() and not any(exercises.iterdir()), (
+        "a class's learner gets exercises only from the instructor's exchange: exercises/ is there, empty"
+    )
     assert not (clone / "exchange").exists() and not (clone / "build" / "learner" / "course").exists(), (
         "nothing may be generated or published in a class learner's checkout"
     )
@@ -77,6 +80,11 @@ def test_a_class_learner_fetches_and_submits_through_the_instructors_exchange(kl
     clone, env, layout = klass["clone"], klass["env"], klass["layout"]
     pipeline.generate_release(layout, [RELEASED])
     pipeline.release_assignment(layout, RELEASED)
+    # The Assignment List answers before the learner's first fetch (nbgrader changes into exercises/ to list).
+    with lc.Lab(clone, env, klass["work"] / "lab-class-before-fetch.log") as lab:
+        listed = lab.get(f"assignments?course_id={COURSE_ID}")
+    assert listed["success"], f"the Assignment List before the first fetch: {listed}"
+    assert {a["assignment_id"]: a["status"] for a in listed["value"]} == {RELEASED: "released"}, listed
 
     listing = lc.nbgrader(["list"], cwd=clone / "notebooks", env=env)
     listed = listing.stdout + listing.stderr
