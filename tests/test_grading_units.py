@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from grading_support import fixtures
 from grading_support.fixtures import discover_attacks, discover_fixtures
 
-from course_utils.grading import kernel_guard, notebooks
+from course_utils.grading import kernel_guard, notebooks, pipeline
 from course_utils.grading.layout import CourseLayout, GradingSettings, discover_assignments
 from course_utils.grading.namespaces import plan_mounts
 from course_utils.grading.preflight import inspect_submission, rebuild
@@ -550,3 +551,42 @@ def test_a_runtime_folder_bounds_what_a_kernel_writes_and_is_emptied_for_the_nex
         assert os.listdir(folder) == [] and stat.S_IMODE(os.stat(folder).st_mode) == 0o700
     finally:
         namespaces.umount(folder)
+
+
+def test_every_learner_is_in_the_gradebook_before_the_workers_start(tmp_path, monkeypatch):
+    """Two workers grading two assignments of one new learner at once both added the learner to the
+    gradebook (nbgrader's autograde adds a learner it does not know): the second row was an error
+    ("UNIQUE constraint failed: student.id"). The learners are added before any worker starts."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from course_utils.grading import autograde
+    from course_utils.grading.grade_execute import Execution
+
+    root = tmp_path / "course"
+    assignment_ids = ["ex1_manual_attention", "ex3_positional_encoding"]
+    for assignment_id in assignment_ids:
+        shutil.copytree(REPOSITORY / "solutions" / assignment_id, root / "solutions" / assignment_id)
+    shutil.copy(REPOSITORY / "nbgrader_config.py", root)
+    layout = CourseLayout.from_directory(root, exchange=root / "exchange")
+    pipeline.generate_release(layout)
+    for assignment_id in assignment_ids:
+        assignment = layout.assignment(assignment_id)
+        release = fixtures.release_notebook(layout, assignment)
+        fixtures.place_submission(layout, "ada", assignment, fixtures.notebook_files(assignment, release))
+    known_when_executed = {}
+
+    def execute(layout, jobs, **settings):
+        with Gradebook(layout.db_url, layout.course_id) as gradebook:
+            for job in jobs:
+                try:
+                    gradebook.find_student(job.student)
+                    known_when_executed[job.student, job.assignment.id] = True
+                except MissingEntry:
+                    known_when_executed[job.student, job.assignment.id] = False
+        return Execution(outcomes={}, sandbox="none (test)", uids=[])
+
+    monkeypatch.setattr(autograde, "execute", execute)
+    autograde.grade(layout, workers=2, feedback=False, log=lambda line: None)
+    assert known_when_executed == {("ada", assignment_id): True for assignment_id in assignment_ids}, (
+        f"every learner should be in the gradebook before execution starts: {known_when_executed}"
+    )

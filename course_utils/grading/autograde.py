@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 
-from . import pipeline
+from . import formgrader, pipeline
 from .grade_collect import collect
 from .grade_execute import execute
 from .grade_intake import Job, intake
@@ -82,6 +82,8 @@ def grade(
     )
     jobs, error_rows = intake(layout, selection.candidates, points)
     _say_what_runs_again(selection.rows, jobs, log)
+    if jobs:
+        formgrader.add_students(layout, [job.student for job in jobs])
     execution = execute(
         layout, jobs, workers=workers, cell_timeout=cell_timeout, isolation=isolation, uid_base=uid_base, log=log
     )

@@ -134,6 +134,20 @@ def register_students(layout: CourseLayout, students: list[str]) -> None:
                 gradebook.update_or_create_student(student, last_name=student, first_name=NO_ROSTER_NAME)
 
 
+def add_students(layout: CourseLayout, students: list[str]) -> None:
+    """Every learner about to be graded, in the gradebook before the workers start. nbgrader's autograde
+    adds a learner it does not know; two workers grading two assignments of one new learner at once
+    would both add them, and the second fails on the gradebook's unique key (its row an error)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(layout.db_url, layout.course_id) as gradebook:
+        for student in sorted(set(students)):
+            try:
+                gradebook.find_student(student)
+            except MissingEntry:
+                gradebook.add_student(student, last_name=student, first_name=NO_ROSTER_NAME)
+
+
 # ------------------------------------------------------------------------------------------------
 # Manual-grading flags.
 # ------------------------------------------------------------------------------------------------
