@@ -44,7 +44,13 @@ class Kernel:
     """A kernel of the session, started and spoken to as nbgrader's executor does."""
 
     def __init__(
-        self, session: SandboxSession, slot: int, tmp_path: Path, memory_mb: int = MEMORY_MB, cpu_s: float = 120
+        self,
+        session: SandboxSession,
+        slot: int,
+        tmp_path: Path,
+        memory_mb: int = MEMORY_MB,
+        cpu_s: float = 120,
+        last: bool = False,
     ):
         from jupyter_client import KernelManager
 
@@ -61,6 +67,7 @@ class Kernel:
             "files": {},
             "limits": {"memory_mb": memory_mb, "cpu_s": cpu_s, "wall_s": 120, "processes": 64},
             "guard": {},
+            "last": last,
         }
         (private / "home").mkdir()
         if request["uid"] is not None:
@@ -397,6 +404,35 @@ def test_kernels_start_in_well_under_a_second_once_warm(session):
             time.sleep(0.2)
     print(f"kernel start times ({session.isolation}): {[round(s, 2) for s in starts]}")
     assert min(starts[1:]) < 1.0, f"warm kernels should start in under a second, measured {starts}"
+
+
+def _seconds_until_warm(session, slot: int, limit_s: float) -> float | None:
+    began = time.monotonic()
+    while time.monotonic() - began < limit_s:
+        if sandbox.is_warm(session.socket, slot):
+            return time.monotonic() - began
+        time.sleep(0.1)
+    return None
+
+
+def test_no_kernel_is_warmed_after_a_slots_last_submission(session):
+    """A warm kernel imports its libraries (seconds of CPU) for the slot's next submission; after the last one
+    of a run there is none, and none is warmed. A later request still gets a kernel."""
+    if session.isolation != "bwrap":
+        pytest.skip("only bubblewrap kernels are warmed ahead (the fork profiles fork the manager)")
+    kernel = Kernel(session, 0, session.tmp_path)
+    kernel.run("x = 1")
+    kernel.stop()
+    warmed_in = _seconds_until_warm(session, 0, 300)
+    assert warmed_in is not None, "after an ordinary submission the slot's next kernel should be warmed"
+    kernel = Kernel(session, 0, session.tmp_path, last=True)
+    kernel.run("x = 1")
+    kernel.stop()
+    # Three times what warming took just now, and at least five seconds: a warm kernel would be ready by then.
+    assert _seconds_until_warm(session, 0, max(5.0, 3 * warmed_in)) is None, "a kernel was warmed for no submission"
+    kernel = Kernel(session, 0, session.tmp_path)
+    assert kernel.run("print('started on demand')")["stdout"].strip() == "started on demand"
+    kernel.stop()
 
 
 def test_without_cgroups_rlimit_data_stops_a_memory_bomb_and_lets_torch_start(tmp_path_factory):

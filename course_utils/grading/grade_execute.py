@@ -194,7 +194,7 @@ class _Scheduler:
                 while pending and self.free_slots:
                     job, slot = pending.pop(0), self.free_slots.pop(0)
                     try:
-                        self._start(job, slot)
+                        self._start(job, slot, last=not pending)
                     except Exception as error:  # this job's folder or worker could not be made: its error row
                         self.free_slots.append(slot)
                         self.outcomes[job.index] = {
@@ -216,9 +216,9 @@ class _Scheduler:
             raise
         return self.outcomes
 
-    def _start(self, job: Job, slot: int) -> None:
+    def _start(self, job: Job, slot: int, last: bool) -> None:
         settings = job.assignment.settings
-        folder = self._kernel_folder(job, slot)
+        folder = self._kernel_folder(job, slot, last)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -244,8 +244,9 @@ class _Scheduler:
         deadline = time.monotonic() + settings.total_timeout_s + WORKER_GRACE_S
         self.running[pid] = (job, slot, time.monotonic(), deadline, folder)
 
-    def _kernel_folder(self, job: Job, slot: int) -> Path:
-        """The job's folder in the session, with the KernelRequest the sandbox manager will read."""
+    def _kernel_folder(self, job: Job, slot: int, last: bool) -> Path:
+        """The job's folder in the session, with the KernelRequest the sandbox manager will read (`last`: no
+        job waits after this one, so the slot's next kernel would import its libraries for nothing)."""
         folder = self.session.new_kernel_folder(slot, str(job.index))
         settings = job.assignment.settings
         job.status_path = folder / "private" / "status.json"
@@ -256,6 +257,7 @@ class _Scheduler:
             status_file=str(job.status_path),
             kernel_log=str(job.log_path.with_suffix(".kernel.log")),
             files=self.support_files[job.assignment.id],
+            last=last,
             limits=Limits(
                 memory_mb=settings.memory_mb,
                 cpu_s=settings.effective_cpu_s,

@@ -366,7 +366,8 @@ class Manager:
                 if not self._assign(kernel, connection, request, assignment):
                     continue
                 del self.warm[slot]
-                self.start_warm(slot)  # the next submission's kernel imports while this one works
+                if not request.last:
+                    self.start_warm(slot)  # the next submission's kernel imports while this one works
             else:
                 log_fd = os.open(request.kernel_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 kernel = self._fork_kernel(slot, request, assignment, log_fd)

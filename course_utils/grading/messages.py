@@ -202,6 +202,7 @@ class KernelRequest(Message):
     files: dict[str, str]  # the assignment's support files: relative path -> source path
     limits: Limits
     guard: GuardSettings = field(default_factory=GuardSettings)
+    last: bool = False  # no submission is left for the slot: no next kernel is warmed for it
 
 
 @dataclass
