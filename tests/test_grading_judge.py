@@ -478,3 +478,32 @@ def test_a_recording_without_operators_still_sees_functions_modules_and_library_
     )
     _, error = judge.Judge(_kernel(learner, [])).run(hidden)
     assert error is None, repr(error)
+
+
+def test_every_library_function_on_the_way_to_pytorch_is_recorded_whatever_ran_just_before(learner):
+    """The recording reads the callers of each PyTorch call off the stack and stops at a frame its last walk
+    went through: functions that run one after the other, nested, and again from another caller all show."""
+    from torch import nn
+
+    layer = nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True)
+    norm = nn.LayerNorm(8)
+
+    def encode(x):
+        y = norm(torch.relu(x))  # torch.nn's module call machinery runs first for the norm
+        y = layer(y)  # then again, deeper: the encoder layer's blocks, below frames of functions seen before
+        return layer._ff_block(y)  # and a block called straight from the learner's function
+
+    learner["encode"] = encode
+    hidden = (
+        "import torch\n"
+        "from course_utils.grading.judge import recording\n"
+        "x = torch.randn(1, 3, 8)\n"
+        "with recording(operators=False) as ran:\n"
+        "    encode(x)\n"
+        "python = {name.rsplit('.', 1)[-1] for name in ran if name.startswith('python torch.nn')}\n"
+        "assert {'_sa_block', '_ff_block', 'forward'} <= python, sorted(python)\n"
+        "assert 'python torch.nn.modules.normalization.LayerNorm.forward' in ran, sorted(ran)\n"
+        "assert 'python torch.nn.modules.transformer.TransformerEncoderLayer._ff_block' in ran, sorted(ran)\n"
+    )
+    _, error = judge.Judge(_kernel(learner, [])).run(hidden)
+    assert error is None, repr(error)
