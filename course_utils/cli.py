@@ -69,6 +69,15 @@ def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
         options.append(f"--ServerApp.ip={args.ip}")
     if args.no_browser:
         options.append("--no-browser")
+    if os.name != "nt":
+        # The lab's terminals run the user's shell as the lab's own environment has it, as they do when the lab
+        # is started from a terminal. Started from anything else (a launcher, an editor, a service), Jupyter
+        # makes them login shells, whose /etc/profile resets PATH: `course` and `nbgrader` were not found.
+        import json
+        import shutil
+
+        shell = os.environ.get("SHELL") or shutil.which("sh") or "/bin/sh"
+        options.append(f"--ServerApp.terminado_settings={json.dumps({'shell_command': [shell]})}")
     cmd = [sys.executable, "-m", "jupyter", "lab", *options, *extra]
     # The lab's settings, its terminals' and kernels' nbgrader settings: the course's configuration folder first.
     inherited = os.environ.get("JUPYTER_CONFIG_PATH")
