@@ -442,7 +442,8 @@ def write_start_page(root: str | os.PathLike, states: list[ExerciseState] | None
         "(*Nbgrader → Assignment List*, or the Validate button in the notebook's toolbar), or in a terminal",
         "`nbgrader validate exercises/ex1_manual_attention/ex1_manual_attention.ipynb`. Validate runs the visible "
         "tests. For the full verdict (the hidden tests too, as in a class: your points per test and what failed), "
-        "run `course check ex1_manual_attention` in a terminal.",
+        "run `course check ex1_manual_attention` in a terminal (in the lab: *File → New → Terminal*); it also writes "
+        "the feedback page, which you can open in the lab (*Trust HTML* typesets its formulas).",
         "",
         "More: `README.md` (how the course works, for self-learners and for classes).",
         "",
