@@ -25,18 +25,6 @@ ASSIGNMENT = "ex1_manual_attention"
 pytestmark = pytest.mark.slow
 
 
-def _hidden_lines(source_notebook: dict) -> set[str]:
-    """Lines that appear only inside hidden-test regions of the source (long enough to be telling)."""
-    hidden, public = set(), set()
-    for cell in source_notebook["cells"]:
-        text = notebooks.source_text(cell)
-        lines = text.splitlines()
-        for first, last in notebooks.marked_regions(text, notebooks.BEGIN_HIDDEN, notebooks.END_HIDDEN):
-            hidden |= {line.strip() for line in lines[first + 1 : last]}
-        public |= {line.strip() for line in notebooks.split_secret(text)[1]}
-    return {line for line in hidden - public if len(line) > 12}
-
-
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     root = tmp_path_factory.mktemp("checkout")
@@ -97,5 +85,5 @@ def test_a_typical_mistake_is_named_and_the_hidden_tests_stay_hidden(course, tmp
     assert failed and all(": " in line for line in failed), result.stdout
     assert "sqrt" in result.stdout, "the message should say what to fix (the scaling by sqrt(d_k))"
     shown = result.stdout + (course.root / "build" / "check" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
-    leaked = [line for line in _hidden_lines(notebooks.load_json(assignment.main_notebook)) if line in shown]
+    leaked = [line for line in fixtures.hidden_lines(notebooks.load_json(assignment.main_notebook)) if line in shown]
     assert not leaked, f"hidden test lines shown to the learner: {leaked[:3]}"

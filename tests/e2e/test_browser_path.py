@@ -3,13 +3,18 @@
 Learner (JupyterLab in a learner's folder):
   1. runs a chapter with Run -> Run All Cells: every cell runs, no error, the figures are drawn;
   2. opens Nbgrader -> Assignment List, fetches ex1_manual_attention, validates the untouched
-     notebook (it must fail), saves an answer with a syntax error (Validate must name it by its cell
-     and line), types the answers into the solution cells, restarts and runs it, saves, validates
-     again (it must pass) and submits.
+     notebook (it must fail), validates a copy whose test cell was deleted outside the lab (Validate
+     must name the missing cell), saves an answer with a syntax error (Validate must name it by its
+     cell and line), types the answers into the solution cells, restarts and runs it, saves, validates
+     again (it must pass), renames the notebook (File -> Rename Notebook, as a learner who keeps a
+     copy of their own) and submits.
 Instructor (JupyterLab in a temporary copy of the course):
-  3. collects and grades with the course's own tools (`course grade`), opens Nbgrader -> Formgrader,
-     finds the submission in Manage Submissions and Manual Grading, types a score for the written
-     answer, and checks that nbgrader's CSV export carries it.
+  3. collects and grades with the course's own tools (`course grade`; the report names the renamed
+     notebook), opens Nbgrader -> Formgrader, finds the submission in Manage Submissions and Manual
+     Grading, types a score for the written answer, and checks that nbgrader's CSV export carries it;
+  4. writes the feedback again with the manual grade (`course grade`) and releases it
+     (`nbgrader release_feedback`); the learner presses Fetch Feedback in the Assignment List and gets
+     the feedback under the name they handed in, with the manual score.
 
 Each step leaves a numbered screenshot (folder printed at the start; see conftest.py).
 """
@@ -34,6 +39,7 @@ pytestmark = pytest.mark.e2e
 
 ASSIGNMENT = "ex1_manual_attention"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
+RENAMED = f"{ASSIGNMENT}-Copy1.ipynb"  # the learner's own name for the notebook they hand in
 CHAPTER = os.environ.get("E2E_CHAPTER", "02_self_attention.ipynb")
 MANUAL_SCORE = 1.5  # not a whole number, so that it cannot be mistaken for a default
 WRITTEN_ANSWER = (
@@ -59,6 +65,7 @@ class Course:
     auto_points: float
     manual_points: float
     submitted: bool = False
+    graded_by_hand: bool = False
     timings: dict[str, float] = field(default_factory=dict)
 
     def instructor_env(self) -> dict:
@@ -310,6 +317,26 @@ def test_learner_fetches_validates_and_submits_the_exercise(course, learner_page
     )
     ui.dismiss_dialog(page, "Ok")
 
+    # A test cell deleted outside the lab (the lab itself refuses to delete one): Validate names it.
+    untouched = fetched.read_bytes()
+    notebook = json.loads(untouched)
+    tests = [
+        cell
+        for cell in notebook["cells"]
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+        and not cell["metadata"]["nbgrader"].get("solution")
+    ]
+    deleted = tests[0]["metadata"]["nbgrader"]["grade_id"]
+    notebook["cells"] = [cell for cell in notebook["cells"] if cell is not tests[0]]
+    fetched.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    result, text = _validate_from_assignment_list(page, course, "a copy whose test cell was deleted")
+    screenshots.take(page, "validate_deleted_test_cell_named")
+    assert "validation-failed" in result and f"The graded cell {deleted!r} is missing" in text, (
+        f"validating a copy without its test cell {deleted!r} should name the missing cell, the dialog said:\n{text}"
+    )
+    ui.dismiss_dialog(page, "Ok")
+    fetched.write_bytes(untouched)
+
     page.locator(f"#nbgrader-{servers.COURSE_ID}-{ASSIGNMENT} .nested_list_item a").get_by_text(
         ASSIGNMENT, exact=True
     ).click()
@@ -372,6 +399,18 @@ def test_learner_fetches_validates_and_submits_the_exercise(course, learner_page
     )
     ui.dismiss_dialog(page, "Ok")
 
+    # The learner keeps a copy under a name of their own and hands that in: its feedback must still reach them.
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab").filter(has=page.get_by_text(NOTEBOOK, exact=True)).click()
+    ui.menu(page, "File", re.compile(r"^Rename Notebook"))
+    name_box = page.locator(".jp-Dialog input")
+    name_box.fill(RENAMED)
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab").filter(has=page.get_by_text(RENAMED, exact=True)).wait_for()
+    renamed = fetched.with_name(RENAMED)
+    assert renamed.is_file() and not fetched.exists(), f"Rename Notebook should leave {renamed} alone in its folder"
+    screenshots.take(page, "exercise_renamed")
+
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab").filter(has=page.get_by_text("Assignments", exact=True)).click()
     with Timer(course, "submit (Assignment List)"):
         page.locator("#fetched_assignments_list > .list_item").filter(
             has=page.get_by_text(ASSIGNMENT, exact=True)
@@ -386,7 +425,7 @@ def test_learner_fetches_validates_and_submits_the_exercise(course, learner_page
         f"the Submitted list should show the submission's time, it shows {timestamp!r}"
     )
     inbound = list((course.exchange / servers.COURSE_ID / "inbound").glob(f"{course.student_id}+{ASSIGNMENT}+*"))
-    assert len(inbound) == 1 and (inbound[0] / NOTEBOOK).is_file(), (
+    assert len(inbound) == 1 and (inbound[0] / RENAMED).is_file(), (
         f"Submit should leave one submission of {course.student_id} in the exchange, found {inbound}"
     )
     course.submitted = True
@@ -399,7 +438,7 @@ def test_instructor_grades_in_the_formgrader_and_exports(course, screenshots, re
     assert course.submitted, "no submission to grade: the learner's test above failed or did not run"
     with Timer(course, "collect (course collect)"):
         _course_command(course, "collect", "--assignment", ASSIGNMENT, module="course_utils.grading.cli")
-    assert (course.root / "submitted" / course.student_id / ASSIGNMENT / NOTEBOOK).is_file(), (
+    assert (course.root / "submitted" / course.student_id / ASSIGNMENT / RENAMED).is_file(), (
         "collect did not put the submission into submitted/"
     )
 
@@ -411,6 +450,8 @@ def test_instructor_grades_in_the_formgrader_and_exports(course, screenshots, re
             course, "grade", "--assignment", ASSIGNMENT, "--workers", "1", "--strict", "--uid-base", str(uid_base)
         )
     print(output, flush=True)
+    report = (course.root / "build" / "grading" / "report.md").read_text(encoding="utf-8")
+    assert RENAMED in report, f"the grading report should say that {RENAMED} was graded as {NOTEBOOK}:\n{report}"
     before = _export_row(course, "grades-before-manual.csv")
     assert float(before["score"]) == course.auto_points and float(before["max_score"]) == (
         course.auto_points + course.manual_points
@@ -480,3 +521,41 @@ def test_instructor_grades_in_the_formgrader_and_exports(course, screenshots, re
         f"{MANUAL_SCORE:g} by hand = {course.auto_points + MANUAL_SCORE:g}, the row is {after}"
     )
     print(f"[e2e] exported row: {after}", flush=True)
+    course.graded_by_hand = True
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. The instructor releases the feedback; the learner fetches it under the name they handed in.
+# ------------------------------------------------------------------------------------------------
+def test_learner_fetches_the_feedback_of_the_renamed_notebook(course, learner_page, screenshots):
+    assert course.graded_by_hand, "no graded submission: the instructor's test above failed or did not run"
+    uid_base = 1_700_000 + (os.getpid() % 20_000) * 8
+    with Timer(course, "feedback with the manual grade (course grade), released (nbgrader release_feedback)"):
+        _course_command(course, "grade", "--assignment", ASSIGNMENT, "--workers", "1", "--uid-base", str(uid_base))
+        servers.run_checked(
+            [sys.executable, "-m", "nbgrader", "release_feedback", ASSIGNMENT],
+            cwd=course.root,
+            env=course.instructor_env(),
+            what="nbgrader release_feedback",
+        )
+
+    page = learner_page
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab").filter(has=page.get_by_text("Assignments", exact=True)).click()
+    page.locator("#refresh_assignments_list").click()
+    submitted = page.locator("#submitted_assignments_list .list_item").filter(
+        has=page.get_by_text(ASSIGNMENT, exact=True)
+    )
+    with Timer(course, "fetch feedback (Assignment List)"):
+        submitted.get_by_role("button", name="Fetch Feedback").click()
+        submitted.get_by_text("(view feedback)").first.wait_for()
+    screenshots.take(page, "feedback_fetched")
+    pages = list((course.learner_dir / ASSIGNMENT / "feedback").glob(f"*/{Path(RENAMED).stem}.html"))
+    assert len(pages) == 1, (
+        f"Fetch Feedback should bring the feedback of {RENAMED} under that name, the folder holds "
+        f"{sorted(p.relative_to(course.learner_dir) for p in (course.learner_dir / ASSIGNMENT).rglob('*.html'))}"
+    )
+    shown = pages[0].read_text(encoding="utf-8")
+    total = course.auto_points + MANUAL_SCORE
+    assert f"{total:g}" in shown, f"the fetched feedback should show the score with the manual grade ({total:g})"
+    submitted.get_by_text("(view feedback)").first.click()
+    screenshots.take(page, "feedback_folder_in_the_file_browser")

@@ -202,3 +202,15 @@ def discover_attacks(root: Path) -> list[Attack]:
         for path in sorted(folder.iterdir())
         if (path / "attack.json").is_file()
     ]
+
+
+def hidden_lines(source_notebook: dict) -> set[str]:
+    """Lines that appear only inside hidden-test regions of the source (long enough to be telling)."""
+    hidden, public = set(), set()
+    for cell in source_notebook["cells"]:
+        text = nbtools.source_text(cell)
+        lines = text.splitlines()
+        for first, last in nbtools.marked_regions(text, nbtools.BEGIN_HIDDEN, nbtools.END_HIDDEN):
+            hidden |= {line.strip() for line in lines[first + 1 : last]}
+        public |= {line.strip() for line in nbtools.split_secret(text)[1]}
+    return {line for line in hidden - public if len(line) > 12}
