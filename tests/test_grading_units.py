@@ -560,6 +560,7 @@ def test_every_learner_is_in_the_gradebook_before_the_workers_start(tmp_path, mo
     from nbgrader.api import Gradebook, MissingEntry
 
     from course_utils.grading import autograde
+    from course_utils.grading.formgrader import NO_ROSTER_NAME
     from course_utils.grading.grade_execute import Execution
 
     root = tmp_path / "course"
@@ -569,24 +570,28 @@ def test_every_learner_is_in_the_gradebook_before_the_workers_start(tmp_path, mo
     shutil.copy(REPOSITORY / "nbgrader_config.py", root)
     layout = CourseLayout.from_directory(root, exchange=root / "exchange")
     pipeline.generate_release(layout)
-    for assignment_id in assignment_ids:
-        assignment = layout.assignment(assignment_id)
-        release = fixtures.release_notebook(layout, assignment)
-        fixtures.place_submission(layout, "ada", assignment, fixtures.notebook_files(assignment, release))
+    for student in ("ada", "bob"):
+        for assignment_id in assignment_ids:
+            assignment = layout.assignment(assignment_id)
+            release = fixtures.release_notebook(layout, assignment)
+            fixtures.place_submission(layout, student, assignment, fixtures.notebook_files(assignment, release))
+    (root / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.org\n")
     known_when_executed = {}
 
     def execute(layout, jobs, **settings):
         with Gradebook(layout.db_url, layout.course_id) as gradebook:
             for job in jobs:
                 try:
-                    gradebook.find_student(job.student)
-                    known_when_executed[job.student, job.assignment.id] = True
+                    found = gradebook.find_student(job.student)
+                    known_when_executed[job.student, job.assignment.id] = (found.first_name, found.last_name)
                 except MissingEntry:
-                    known_when_executed[job.student, job.assignment.id] = False
+                    known_when_executed[job.student, job.assignment.id] = None
         return Execution(outcomes={}, sandbox="none (test)", uids=[])
 
     monkeypatch.setattr(autograde, "execute", execute)
     autograde.grade(layout, workers=2, feedback=False, log=lambda line: None)
-    assert known_when_executed == {("ada", assignment_id): True for assignment_id in assignment_ids}, (
-        f"every learner should be in the gradebook before execution starts: {known_when_executed}"
+    names = {"ada": ("Ada", "Lovelace"), "bob": (NO_ROSTER_NAME, "bob")}  # bob is not in the roster
+    expected = {(student, assignment_id): names[student] for student in names for assignment_id in assignment_ids}
+    assert known_when_executed == expected, (
+        f"every learner should be in the gradebook, named, before execution starts: {known_when_executed}"
     )

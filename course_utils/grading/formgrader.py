@@ -140,12 +140,22 @@ def add_students(layout: CourseLayout, students: list[str]) -> None:
     would both add them, and the second fails on the gradebook's unique key (its row an error)."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    try:
+        roster = read_roster(layout)
+    except ValueError:  # a roster.csv that is not nbgrader's format: register_students says so after grading
+        roster = {}
     with Gradebook(layout.db_url, layout.course_id) as gradebook:
         for student in sorted(set(students)):
             try:
                 gradebook.find_student(student)
             except MissingEntry:
-                gradebook.add_student(student, last_name=student, first_name=NO_ROSTER_NAME)
+                entry = roster.get(student, {})
+                gradebook.add_student(
+                    student,
+                    last_name=entry.get("last_name") or student,
+                    first_name=entry.get("first_name") if student in roster else NO_ROSTER_NAME,
+                    **({"email": entry["email"]} if entry.get("email") else {}),
+                )
 
 
 # ------------------------------------------------------------------------------------------------
