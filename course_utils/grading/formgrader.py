@@ -108,6 +108,15 @@ def read_roster(layout: CourseLayout) -> dict[str, dict[str, str]]:
 NO_ROSTER_NAME = "(not in roster.csv)"  # the first name of a learner the roster does not name
 
 
+def _names(roster: dict[str, dict[str, str]], student: str) -> dict[str, str]:
+    """A learner's gradebook names: the roster's, else the id as last name and `NO_ROSTER_NAME` as first."""
+    if student not in roster:
+        return {"last_name": student, "first_name": NO_ROSTER_NAME}
+    entry = roster[student]
+    names = {"first_name": entry["first_name"], "last_name": entry["last_name"] or student}
+    return {**names, "email": entry["email"]} if entry["email"] else names
+
+
 def register_students(layout: CourseLayout, students: list[str]) -> None:
     """Give every learner in `students` a name in the gradebook (see the module's docstring)."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -116,13 +125,7 @@ def register_students(layout: CourseLayout, students: list[str]) -> None:
     with Gradebook(layout.db_url, layout.course_id) as gradebook:
         for student in sorted(set(students)):
             if student in roster:
-                entry = roster[student]
-                gradebook.update_or_create_student(
-                    student,
-                    first_name=entry["first_name"],
-                    last_name=entry["last_name"] or student,
-                    **({"email": entry["email"]} if entry["email"] else {}),
-                )
+                gradebook.update_or_create_student(student, **_names(roster, student))
                 continue
             try:
                 known = gradebook.find_student(student)
@@ -131,7 +134,7 @@ def register_students(layout: CourseLayout, students: list[str]) -> None:
             unnamed = known.last_name is None and known.first_name is None
             named_by_an_earlier_version = known.last_name == student and known.first_name == ""
             if unnamed or named_by_an_earlier_version:
-                gradebook.update_or_create_student(student, last_name=student, first_name=NO_ROSTER_NAME)
+                gradebook.update_or_create_student(student, **_names(roster, student))
 
 
 def add_students(layout: CourseLayout, students: list[str]) -> None:
@@ -149,13 +152,7 @@ def add_students(layout: CourseLayout, students: list[str]) -> None:
             try:
                 gradebook.find_student(student)
             except MissingEntry:
-                entry = roster.get(student, {})
-                gradebook.add_student(
-                    student,
-                    last_name=entry.get("last_name") or student,
-                    first_name=entry.get("first_name") if student in roster else NO_ROSTER_NAME,
-                    **({"email": entry["email"]} if entry.get("email") else {}),
-                )
+                gradebook.add_student(student, **_names(roster, student))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -53,6 +53,16 @@ def open_lab(page: Page, url: str) -> None:
     page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=UI_TIMEOUT_MS)
 
 
+def lab_page(browser, url: str):
+    """A browser page with JupyterLab open at `url`, in a context of its own, closed afterwards (a generator,
+    for a fixture to `yield from`)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    open_lab(page, url)
+    yield page
+    context.close()
+
+
 def menu(page: Page, top: str, item: str | re.Pattern) -> None:
     """Click a menu bar entry, then one of its items (exact labels, as a person reads them)."""
     page.locator(".lm-MenuBar-itemLabel").get_by_text(top, exact=True).click()

@@ -218,23 +218,14 @@ def instructor_lab(course):
     lab.stop()
 
 
-def _lab_page(browser, lab):
-    """A browser page with JupyterLab open, in a context of its own (closed afterwards)."""
-    context = browser.new_context(viewport=ui.VIEWPORT)
-    page = context.new_page()
-    ui.open_lab(page, lab.url("lab"))
-    yield page
-    context.close()
-
-
 @pytest.fixture(scope="module")
 def learner_page(browser, learner_lab):
-    yield from _lab_page(browser, learner_lab)
+    yield from ui.lab_page(browser, learner_lab.url("lab"))
 
 
 @pytest.fixture(scope="module")
 def instructor_page(browser, instructor_lab):
-    yield from _lab_page(browser, instructor_lab)
+    yield from ui.lab_page(browser, instructor_lab.url("lab"))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -65,11 +65,7 @@ def lab(checkout, e2e_work):
 
 @pytest.fixture(scope="module")
 def page(browser, lab):
-    context = browser.new_context(viewport=ui.VIEWPORT)
-    opened = context.new_page()
-    ui.open_lab(opened, lab.url("lab"))
-    yield opened
-    context.close()
+    yield from ui.lab_page(browser, lab.url("lab"))
 
 
 def _git_status(clone: Path, env: dict) -> str:
