@@ -418,6 +418,43 @@ def test_the_warm_kernel_imports_what_the_tests_reach():
     assert not any(name.startswith(("course_utils.grading", "__future__")) for name in reached), reached
 
 
+WORKER_IMPORTS_SCRIPT = r"""
+import sys
+from pathlib import Path
+from course_utils.grading import grade_execute
+from course_utils.grading.layout import discover_assignments
+
+assignments = [a for a in discover_assignments(Path(sys.argv[1])) if a.id == "ex2_transformer"]
+grade_execute._import_for_workers(assignments)
+before = set(sys.modules)
+import torch
+weight = torch.zeros(3, requires_grad=True)
+optimizer = torch.optim.Adam([weight], lr=0.1)   # what ex2's hidden test does in every worker
+(weight - 1).square().sum().backward()
+optimizer.step()
+torch._check(weight.shape[0] == 3)
+print(sorted(set(sys.modules) - before))
+"""
+
+
+def test_a_worker_imports_nothing_when_its_hidden_test_trains():
+    """PyTorch imports torch._dynamo (with SymPy, some 900 modules) on an optimizer's first step: imported once
+    before the workers fork, or every worker whose hidden test trains spends about a second of CPU on it."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", WORKER_IMPORTS_SCRIPT, str(REPOSITORY / "solutions")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    imported = result.stdout.strip()
+    assert imported == "[]", f"a worker imported these after the fork: {imported[:500]}"
+
+
 GUARD_SCRIPT = r"""
 import json, sys, types
 import numpy as np, numpy.random, numpy.testing   # what the tests reach is imported ahead (warmkernel.preload)
