@@ -90,23 +90,6 @@ def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
     os.execv(sys.executable, cmd)
 
 
-# What `course test --fast` leaves out: the integration tests (nbgrader cycles, the sandbox, JupyterLab,
-# the book, the learner's checkout) and the browser tests. The rest is the library, in under a minute.
-FULL_SUITE_ONLY = (
-    "e2e",
-    "e2e_hub",
-    "test_grading_pipeline.py",
-    "test_grading_attacks.py",
-    "test_grading_units.py",
-    "test_grading_sandbox.py",
-    "test_lab.py",
-    "test_html.py",
-    "test_learner_path.py",
-    "test_devices_chapters.py",
-    "test_course_check.py",
-)
-
-
 def _pins_one_thread(notebook: Path) -> bool:
     """Whether a notebook's code asks ``env.setup(..., threads=1)`` for itself (and so leaves the other
     cores to whatever else runs)."""
@@ -116,35 +99,6 @@ def _pins_one_thread(notebook: Path) -> bool:
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     code = "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
     return re.search(r"env\.setup\([^)]*threads\s*=\s*1\b", code) is not None
-
-
-# The one-thread chapters that take longest, longest first: the two test workers take files in this
-# order, so that no long chapter starts last while the other worker sits idle. Seconds of cell time,
-# measured with one thread on a 2-core AMD EPYC (pytest --durations=0), torch 2.13.0 CPU wheel: 09 119,
-# 10 63, 07 57, 12 54, 04 39, 08 39, 01 36, 11 29, 03 21; every other one under 15.
-# The order only changes how the work is shared, never what is checked.
-LONGEST_FIRST = (
-    "09_vision_transformer",
-    "10_bert_vs_gpt",
-    "07_complete_transformer",
-    "12_complexity_and_flash_attention",
-    "04_positional_encoding",
-    "08_pre_norm_vs_post_norm",
-    "01_rnn_to_transformer",
-    "11_mha_from_scratch",
-    "03_multi_head_attention",
-)
-
-
-def named_first(things: list, names: tuple[str, ...], name_of) -> list:
-    """`things` with those whose name_of(thing) is in `names` first, in that order, then the others in
-    their own order (the sort is stable). Also orders the test modules (tests/conftest.py)."""
-    rank = {name: position for position, name in enumerate(names)}
-    return sorted(things, key=lambda thing: rank.get(name_of(thing), len(rank)))
-
-
-def _longest_first(notebooks: list[Path]) -> list[Path]:
-    return named_first(notebooks, LONGEST_FIRST, lambda path: path.stem)
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
@@ -158,20 +112,26 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
     wait for each other's turns), which no learner running one chapter sees. The notebooks that pin one
     thread themselves run two at a time, so each of them is checked with the other core busy, as on a
     learner's laptop that is never idle.
+
+    Which files run in --fast, and in which order the workers take them (the longest first, from the durations
+    a full run records), is the tests' own business: tests/suite_order.py, loaded in every part.
     """
     _require_checkout()
     workers = args.workers or os.environ.get("COURSE_TEST_WORKERS") or "2"
-    pytest = [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "--durations=25"]
+    pytest = [
+        *(sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "--durations=25"),
+        *("-p", "tests.suite_order"),
+    ]
     parallel = ["-n", str(workers), "--dist", "loadfile"]
     # MPLBACKEND keeps figures off-screen; the library tests pin one thread each in tests/conftest.py.
     env = {"MPLBACKEND": "Agg", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     if args.fast:
-        ignored = [f"--ignore=tests/{name}" for name in FULL_SUITE_ONLY]
-        return _run(pytest + parallel + ["-m", "not slow", *ignored, *(extra or ["tests"])], env)
+        return _run(pytest + parallel + ["-m", "not slow", "--library-only", *(extra or ["tests"])], env)
     if extra:
         return _run(pytest + parallel + extra, env)
+    env["COURSE_RECORD_DURATIONS"] = "1"  # every file of each part runs whole: its seconds order the next run
     notebooks = sorted(ROOT.glob("notebooks/*.ipynb"))
-    one_thread = [str(path.relative_to(ROOT)) for path in _longest_first(notebooks) if _pins_one_thread(path)]
+    one_thread = [str(path.relative_to(ROOT)) for path in notebooks if _pins_one_thread(path)]
     every_core = [str(path.relative_to(ROOT)) for path in notebooks if not _pins_one_thread(path)]
     parts = [
         ("the library and the grading pipeline", pytest + parallel + ["tests"]),

@@ -113,30 +113,3 @@ def test_course_test_runs_side_by_side_only_the_notebooks_that_pin_one_thread(tm
     chapters = sorted((ROOT / "notebooks").glob("*.ipynb"))
     pinned = {path.name for path in chapters if cli._pins_one_thread(path)}
     assert "01_rnn_to_transformer.ipynb" in pinned and "02_self_attention.ipynb" not in pinned, pinned
-
-
-def test_the_longest_one_thread_notebooks_are_handed_out_first():
-    from course_utils import cli
-
-    notebooks = sorted(ROOT.glob("notebooks/*.ipynb"))
-    by_name = {path.stem: path for path in notebooks}
-    # A renamed or removed notebook would silently drop out of the order: each name must exist and be
-    # one that runs side by side (pins one thread).
-    for name in cli.LONGEST_FIRST:
-        assert name in by_name, f"LONGEST_FIRST names {name}, which is no chapter of the course"
-        assert cli._pins_one_thread(by_name[name]), f"{name} uses every core: it does not run side by side"
-    ordered = [path.stem for path in cli._longest_first(notebooks)]
-    assert ordered[: len(cli.LONGEST_FIRST)] == list(cli.LONGEST_FIRST)
-    assert sorted(ordered) == sorted(by_name), "the order must keep every notebook, once"
-
-
-def test_the_slowest_test_modules_named_first_exist():
-    import importlib.util
-
-    # By its path: under pytest, `import conftest` may find another folder's conftest.py.
-    spec = importlib.util.spec_from_file_location("course_tests_conftest", ROOT / "tests" / "conftest.py")
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
-    assert conftest.SLOWEST_MODULES_FIRST, "tests/conftest.py should name the slowest modules"
-    for name in conftest.SLOWEST_MODULES_FIRST:
-        assert (ROOT / "tests" / name).is_file(), f"SLOWEST_MODULES_FIRST names tests/{name}, which does not exist"
