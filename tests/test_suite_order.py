@@ -69,3 +69,17 @@ def test_a_full_run_records_each_files_seconds_and_a_partial_run_records_nothing
     seconds = json.loads(record.read_text())
     assert set(seconds) == {"test_quick.py", "test_slow.py"}, seconds
     assert seconds["test_slow.py"] >= 0.3 > seconds["test_quick.py"], seconds
+
+
+def test_the_kept_record_names_every_test_module_and_chapter():
+    """A fresh clone orders by tests/test-durations.json: a file it does not name would run last (after a full
+    run, `python tests/suite_order.py --keep` brings the record up to date)."""
+    kept = suite_order.recorded_seconds(suite_order.KEPT)
+    files = [
+        str(path.relative_to(REPOSITORY))
+        for path in [*REPOSITORY.glob("tests/test_*.py"), *REPOSITORY.glob("notebooks/*.ipynb")]
+    ]
+    missing = sorted(name for name in files if name not in kept)
+    assert not missing, f"tests/test-durations.json has no duration for {missing}"
+    gone = sorted(name for name in kept if not (REPOSITORY / name).is_file())
+    assert not gone, f"tests/test-durations.json names files that are gone: {gone}"
