@@ -62,11 +62,7 @@ def recorded_seconds(*paths: Path) -> dict[str, float]:
 def longest_first(items: list, seconds: dict[str, float]) -> list:
     """The test items by their file's recorded seconds, longest first, then the files never recorded; the items
     of one file stay together and in their order (the sort is stable)."""
-    return sorted(items, key=lambda item: -seconds.get(_file_of(item), -1.0))
-
-
-def _file_of(item) -> str:
-    return item.location[0] if hasattr(item, "location") else str(item)
+    return sorted(items, key=lambda item: -seconds.get(item.location[0], -1.0))
 
 
 # -- the plugin ------------------------------------------------------------------------------------------
@@ -111,4 +107,6 @@ def keep() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(keep() if sys.argv[1:] == ["--keep"] else print("usage: python tests/suite_order.py --keep") or 2)
+    if sys.argv[1:] != ["--keep"]:
+        sys.exit("usage: python tests/suite_order.py --keep")
+    sys.exit(keep())

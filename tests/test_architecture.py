@@ -9,6 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: import-linter brings tomli there, the same parser
+    import tomli as tomllib
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 GRADING = REPOSITORY / "course_utils" / "grading"
 # What the kernel guard loads by path into every learner's kernel, before any learner code
@@ -18,8 +23,9 @@ GUARD_FILES = ("kernel_guard.py", "guard_references.py", "guard_output.py", "mes
 
 def test_import_contracts_hold():
     lint_imports = Path(sys.executable).with_name("lint-imports")
+    # --config: 2.10 needs it (2.17 takes the file alone and warns that --config is deprecated).
     result = subprocess.run(
-        [str(lint_imports), "pyproject.toml", "--no-cache"],
+        [str(lint_imports), "--config", "pyproject.toml", "--no-cache"],
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
@@ -28,6 +34,22 @@ def test_import_contracts_hold():
     )
     assert result.returncode == 0, f"an import rule of pyproject.toml is broken:\n{result.stdout}\n{result.stderr}"
     assert "0 broken" in result.stdout, result.stdout
+
+
+def test_every_module_of_the_package_is_in_a_contract():
+    """A new module of course_utils must say whose it is: the learner's library (a source of the first contract)
+    or the grader and the tools (what that contract forbids); otherwise no rule would watch it."""
+    contracts = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    library = next(contract for contract in contracts["contracts"] if contract["id"] == "library")
+    named = {*library["source_modules"], *library["forbidden_modules"]}
+    package = REPOSITORY / "course_utils"
+    modules = {
+        f"course_utils.{path.stem}"
+        for path in [*package.glob("*.py"), *(folder / "__init__.py" for folder in package.iterdir())]
+        if path.is_file() and path.stem != "__init__"
+    } | {f"course_utils.{folder.name}" for folder in package.iterdir() if (folder / "__init__.py").is_file()}
+    assert not modules - named, f"modules in no import contract of pyproject.toml: {sorted(modules - named)}"
+    assert not named - modules, f"the contracts name modules that are gone: {sorted(named - modules)}"
 
 
 def outside_the_standard_library(path: Path) -> list[str]:
