@@ -105,6 +105,14 @@ def to_torch_attn_mask(mask: torch.Tensor) -> torch.Tensor:
     return ~mask
 
 
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to exactly ``target`` (NumPy's rules, read from the right).
+    Plain integers: this runs on every attention call, where ``torch.broadcast_shapes`` costs far more."""
+    if len(shape) > len(target):
+        return False
+    return all(size in (1, wanted) for size, wanted in zip(reversed(shape), reversed(target)))
+
+
 def check_mask(mask: torch.Tensor, score_shape: torch.Size | tuple, name: str = "mask") -> None:
     """Raise a clear error unless ``mask`` is boolean and broadcasts to ``score_shape``."""
     if not isinstance(mask, torch.Tensor):
@@ -114,11 +122,7 @@ def check_mask(mask: torch.Tensor, score_shape: torch.Size | tuple, name: str = 
             f"{name} must be a bool tensor (True = may attend), got dtype {mask.dtype}. "
             f"A 0/1 mask converts with `{name}.bool()`; a PyTorch-style mask (True = ignore) with `~{name}`."
         )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, tuple(score_shape))
-    except RuntimeError:
-        broadcast = None
-    if broadcast != tuple(score_shape):
+    if not _broadcasts_to(tuple(mask.shape), tuple(score_shape)):
         raise ValueError(
             f"{name} of shape {tuple(mask.shape)} does not broadcast to the attention scores of shape "
             f"{tuple(score_shape)} (..., T_q, T_k)"

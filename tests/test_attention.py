@@ -1,5 +1,7 @@
 """Attention against PyTorch as the oracle, plus the properties the chapters rely on."""
 
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -206,6 +208,26 @@ def test_mha_input_errors_name_the_shapes():
         scaled_dot_product_attention(torch.randn(2, 4), torch.randn(2, 3), torch.randn(2, 3))
     with pytest.raises(ValueError, match="does not broadcast"):
         check_mask(torch.ones(2, 3, dtype=torch.bool), (1, 1, 4, 4))
+
+
+def test_a_mask_is_accepted_exactly_when_pytorch_broadcasts_it_to_the_scores():
+    """check_mask reads the shapes as plain integers (it runs on every attention call); every pair of shapes
+    of up to four dimensions of sizes 0, 1, 2, 3 gets PyTorch's own answer."""
+    sizes = (0, 1, 2, 3)
+    shapes = [shape for rank in range(5) for shape in itertools.product(sizes, repeat=rank)]
+    targets = [shape for shape in shapes if len(shape) >= 2]
+    for mask_shape in shapes:
+        for target in targets:
+            try:
+                pytorch_says = torch.broadcast_shapes(mask_shape, target) == target
+            except RuntimeError:
+                pytorch_says = False
+            try:
+                check_mask(torch.ones(mask_shape, dtype=torch.bool), target)
+                accepted = True
+            except ValueError:
+                accepted = False
+            assert accepted == pytorch_says, f"mask {mask_shape} against scores {target}"
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
