@@ -235,6 +235,86 @@ def test_a_learners_module_stays_in_the_kernel_and_is_worked_by_handle(learner):
     assert all("assert" not in statement and "theirs" not in statement for statement in sent)
 
 
+def test_a_modules_methods_take_one_question_each_and_anything_else_stays_an_attribute(learner):
+    """``model.train()`` or ``model.load_state_dict(...)`` is looked up and called in the kernel in one question
+    (a test calls them hundreds of times); a method used in any other way, an attribute that is data and a
+    method the learner's class replaced are still what the kernel says they are."""
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(2, 2)
+            self.scale = 3
+
+        def eval(self):  # the learner's own method under PyTorch's name runs, as the kernel finds it
+            return "learner's eval"
+
+    Net.__module__ = "__main__"
+    learner["Net"] = Net
+    hidden = (
+        "from course_utils.grading.judge import LearnerRaised, ModuleMethod\n"
+        "net = Net()\n"
+        'assert net.train(False) is not None and net.eval() == "learner\'s eval"\n'
+        "state = net.state_dict()\n"
+        "net.load_state_dict(state)\n"
+        "assert isinstance(net.train, ModuleMethod) and net.train.__name__.endswith('Net.train')\n"
+        "scale = net.scale\n"
+        "assert scale == 3 and type(scale) is int\n"
+        "assert net.named_parameters.resolved().__name__ == 'method'  # used otherwise: the kernel's bound method\n"
+        "try:\n"
+        "    net.zero_grad(7, 8, 9)\n"
+        "except LearnerRaised as error:\n"
+        "    assert error.kind == 'TypeError' and 'Net.zero_grad' in str(error), str(error)\n"
+        "else:\n"
+        "    raise AssertionError('a wrong call of a method must raise in the kernel')\n"
+    )
+    sent: list[str] = []
+    _, error = judge.Judge(_kernel(learner, sent)).run(hidden)
+    assert error is None, repr(error)
+    verbs = [statement.split(" ", 1)[0] for statement in sent]
+    asked_for = [
+        json.loads(statement.split(" ", 1)[1]).get("attribute") for statement in sent if statement.startswith("get ")
+    ]
+    assert asked_for == ["scale", "named_parameters"], asked_for
+    assert verbs.count("call") == 6, verbs  # Net(), train, eval, state_dict, load_state_dict, zero_grad
+
+
+def test_library_code_loaded_between_two_recorded_calls_is_named_in_the_second(learner, tmp_path, monkeypatch):
+    """The recording keeps its map of the watched modules' files between calls: a module loaded since (the
+    learner's code may import one) is found all the same."""
+    import sys
+    import types
+
+    source = tmp_path / "scratch_watched.py"
+    source.write_text("import torch\n\ndef helper(x):\n    return torch.relu(x)\n")
+    module = types.ModuleType("course_utils.scratch_watched")
+    module.__file__ = str(source)
+    exec(compile(source.read_text(), str(source), "exec"), vars(module))
+
+    def first(x):
+        return torch.relu(x)
+
+    def second(x):
+        monkeypatch.setitem(sys.modules, module.__name__, module)  # loaded between the two calls
+        return module.helper(x)
+
+    learner.update(first=first, second=second)
+    hidden = (
+        "import torch\n"
+        "from course_utils.grading.judge import recording\n"
+        "with recording(operators=False) as ran:\n"
+        "    first(torch.ones(2))\n"
+        "assert not any('scratch_watched' in name for name in ran), sorted(ran)\n"
+        "second(torch.ones(2))  # not recorded: the module is loaded now\n"
+        "with recording(operators=False) as ran:\n"
+        "    second(torch.ones(2))\n"
+        "assert 'python course_utils.scratch_watched.helper' in ran, sorted(ran)\n"
+    )
+    _, error = judge.Judge(_kernel(learner, [])).run(hidden)
+    assert error is None, repr(error)
+
+
 def test_what_runs_in_the_learners_call_is_recorded_by_name(learner):
     import torch.nn.functional as F
 
@@ -481,8 +561,9 @@ def test_a_recording_without_operators_still_sees_functions_modules_and_library_
 
 
 def test_every_library_function_on_the_way_to_pytorch_is_recorded_whatever_ran_just_before(learner):
-    """The recording reads the callers of each PyTorch call off the stack and stops at a frame its last walk
-    went through: functions that run one after the other, nested, and again from another caller all show."""
+    """The recording reads the callers of each PyTorch call off the stack, and skips the walk when the call comes
+    from the same running function as the last one: functions that run one after the other, nested, and again
+    from another caller all show."""
     from torch import nn
 
     layer = nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True)

@@ -24,7 +24,8 @@ learner, as in the lab), the grader runs the hidden part here, in a fresh namesp
 A learner object seen from here is a `Remote`: calling it sends the arguments as data and returns the
 answer as data (NumPy arrays stay arrays, PyTorch tensors stay tensors) or as another Remote; a call
 writes back into the judge's arguments what it did to the kernel's copies, so that a test can still see
-whether the function changed its inputs. Reference modules are the judge's own: a test sets the learner's
+whether the function changed its inputs (a method of a learner's module, ``model.train()``, is looked up and
+called in one question: `ModuleMethod`). Reference modules are the judge's own: a test sets the learner's
 weights from them (`.copy_` on a held parameter, `load_state_dict`), sends inputs, and compares outputs
 here. Classes are known by their names only (`learner_class`, `learner_type`, `is_instance`), gradients
 come from `vjp`, and what the learner's code runs from `recording()`. Values the kernel could not describe
@@ -98,6 +99,11 @@ class Remote:
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__") or "handle" not in self._target:
             raise AttributeError(f"{self.__name__}.{name} is not asked of the notebook's kernel")
+        if name in _module_methods(self._type):
+            return ModuleMethod(self, name)
+        return self._attribute(name)
+
+    def _attribute(self, name: str):
         answer = self._judge.ask("get", json.dumps({**self._target, "attribute": name}))
         return self._judge.value(self._judge.answered(answer, f"{self.__name__}.{name}")["result"])
 
@@ -118,6 +124,41 @@ class Remote:
 
     def __getitem__(self, key):
         return self._judge.call(self, "__getitem__", (key,), {})
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__} in the notebook's kernel>"
+
+
+def _module_methods(learner: LearnerType | None) -> frozenset:
+    """The public methods of PyTorch's ``nn.Module`` where ``learner`` is a module class, else none."""
+    if learner is None or ("torch.nn.modules.module", "Module") not in learner.mro:
+        return frozenset()
+    from torch import nn
+
+    return frozenset(name for name, value in vars(nn.Module).items() if callable(value) and not name.startswith("_"))
+
+
+class ModuleMethod:
+    """A method of a learner's module (``model.train``, ``model.load_state_dict``): called, it is looked up
+    and called in the kernel in one question, where an attribute and then a call would take two (a test
+    calls such methods hundreds of times). Used in any other way, it is asked for as an attribute."""
+
+    __slots__ = ("_owner", "_name", "__name__")
+
+    def __init__(self, owner: Remote, name: str):
+        object.__setattr__(self, "_owner", owner)
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "__name__", f"{owner.__name__}.{name}")
+
+    def __call__(self, *args, **kwargs):
+        return self._owner._judge.call(self._owner, self._name, args, kwargs)
+
+    def resolved(self):
+        """The method as the kernel holds it (a Remote), for any use other than a call."""
+        return self._owner._attribute(self._name)
+
+    def __getattr__(self, name: str):
+        return getattr(self.resolved(), name)
 
     def __repr__(self) -> str:
         return f"<{self.__name__} in the notebook's kernel>"
@@ -293,6 +334,8 @@ class Judge:
         return decode(reply["data"])
 
     def _send(self, value):
+        if isinstance(value, ModuleMethod):
+            value = value.resolved()
         if isinstance(value, Remote):
             if "handle" not in value._target:
                 return {"named": value._target["name"]}

@@ -292,9 +292,15 @@ def _recording(names: set, largest: list | None = None, operators: bool = True):
     functions_run, operators_run, classes_run, code_run = set(), set(), set(), set()
     Tensor = torch.Tensor
     entry, frame_of = _run.__code__, sys._getframe
+    # The caller whose callers were noted last, held so that it stays this very call: a function calls PyTorch
+    # many times in a row, and the callers of a call that is still running do not change.
+    noted = [None]
 
     def note_callers() -> None:  # the Python functions between the judge's call and this PyTorch call
         frame = frame_of(2)
+        if frame is noted[0]:
+            return
+        noted[0] = frame
         while frame is not None and frame.f_code is not entry:
             code_run.add(frame.f_code)
             frame = frame.f_back
@@ -333,6 +339,7 @@ def _recording(names: set, largest: list | None = None, operators: bool = True):
         yield
     finally:
         hook.remove()
+        noted.clear()
         function_modes, dispatch_modes = _get_current_function_mode_stack(), _get_current_dispatch_mode_stack()
         if (function_modes and function_modes[-1] is functions) and (
             operator_mode is None or (dispatch_modes and dispatch_modes[-1] is operator_mode)
@@ -354,14 +361,21 @@ def _recording(names: set, largest: list | None = None, operators: bool = True):
         names.update(_watched_python_names(code_run))
 
 
+_watched_files: dict = {}  # the number of modules loaded -> {file: module name} of the watched modules
+
+
 def _watched_python_names(codes: set) -> set:
     """ "python <module>.<qualified name>" for the code objects that belong to a watched module's file."""
-    files = {}
-    for name, module in list(sys.modules.items()):
-        if name.startswith(WATCHED_PYTHON) and not name.startswith("course_utils.grading"):
-            path = getattr(module, "__file__", None)
-            if path:
-                files[path] = name
+    files = _watched_files.get(len(sys.modules))
+    if files is None:  # read again whenever a module was loaded since (a call may import one)
+        files = {}
+        for name, module in list(sys.modules.items()):
+            if name.startswith(WATCHED_PYTHON) and not name.startswith("course_utils.grading"):
+                path = getattr(module, "__file__", None)
+                if path:
+                    files[path] = name
+        _watched_files.clear()
+        _watched_files[len(sys.modules)] = files
     return {f"python {files[code.co_filename]}.{code.co_qualname}" for code in codes if code.co_filename in files}
 
 
