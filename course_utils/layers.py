@@ -28,6 +28,8 @@ __all__ = [
     "DecoderLayer",
     "Encoder",
     "Decoder",
+    "encoder_stack",
+    "run_encoder_stack",
     "copy_from_torch_layer",
     "ACTIVATIONS",
 ]
@@ -191,6 +193,44 @@ class DecoderLayer(nn.Module):
         return x
 
 
+def encoder_stack(
+    num_layers: int,
+    d_model: int,
+    num_heads: int,
+    d_ff: int,
+    dropout: float = 0.1,
+    activation: str = "relu",
+    norm_first: bool = False,
+    layer_norm_eps: float = 1e-5,
+    rotary: bool = False,
+) -> tuple[nn.ModuleList, nn.Module]:
+    """``(layers, final_norm)``: ``num_layers`` encoder layers and what follows them, a LayerNorm for a
+    pre-norm stack (whose output is otherwise un-normalised, since the residual path never passes through a
+    norm) and nothing for a post-norm one. :class:`Encoder` holds these two, and so does a language model
+    (:class:`~course_utils.models.TransformerLM`), under the same names."""
+    layers = nn.ModuleList(
+        EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first, layer_norm_eps, rotary)
+        for _ in range(num_layers)
+    )
+    return layers, nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
+
+
+def run_encoder_stack(
+    layers: nn.ModuleList,
+    final_norm: nn.Module,
+    x: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    caches: list[KVCache] | None = None,
+    is_causal: bool = False,
+) -> torch.Tensor:
+    """``x`` ``(B, T, d_model)`` through the layers, then ``final_norm``; one cache per layer, if any."""
+    if caches is not None and len(caches) != len(layers):
+        raise ValueError(f"got {len(caches)} caches for {len(layers)} layers")
+    for i, layer in enumerate(layers):
+        x = layer(x, mask, caches[i] if caches is not None else None, is_causal)
+    return final_norm(x)
+
+
 class Encoder(nn.Module):
     """``num_layers`` encoder layers; pre-norm stacks end with a final LayerNorm (their output is
     otherwise un-normalised, since the residual path never passes through a norm).
@@ -214,11 +254,9 @@ class Encoder(nn.Module):
         rotary: bool = False,
     ):
         super().__init__()
-        self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first, layer_norm_eps, rotary)
-            for _ in range(num_layers)
+        self.layers, self.final_norm = encoder_stack(
+            num_layers, d_model, num_heads, d_ff, dropout, activation, norm_first, layer_norm_eps, rotary
         )
-        self.final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else nn.Identity()
 
     def new_caches(self) -> list[KVCache]:
         return [KVCache() for _ in self.layers]
@@ -230,11 +268,7 @@ class Encoder(nn.Module):
         caches: list[KVCache] | None = None,
         is_causal: bool = False,
     ) -> torch.Tensor:
-        if caches is not None and len(caches) != len(self.layers):
-            raise ValueError(f"got {len(caches)} caches for {len(self.layers)} layers")
-        for i, layer in enumerate(self.layers):
-            x = layer(x, mask, caches[i] if caches is not None else None, is_causal)
-        return self.final_norm(x)
+        return run_encoder_stack(self.layers, self.final_norm, x, mask, caches, is_causal)
 
     def store_attention(self, on: bool = True) -> None:
         """Keep (or stop keeping) each layer's last attention weights in ``layer.last_self_attention``."""
