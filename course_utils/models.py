@@ -1,6 +1,7 @@
 """Whole models built from :mod:`course_utils.layers`, and presets that match the papers.
 
 - :class:`Seq2SeqTransformer`  encoder-decoder (Vaswani et al., 2017), for translation-like tasks
+- :class:`LMConfig`            every setting of a TransformerLM; GPT's and BERT's are presets of it
 - :class:`TransformerLM`       one token backbone; ``causal=True`` is GPT, ``causal=False`` is BERT
 - :class:`DecoderOnlyLM`       GPT-style next-token model (pre-norm, causal mask, KV cache)
 - :class:`EncoderOnlyMLM`      BERT-style masked-language model (post-norm, bidirectional)
@@ -20,12 +21,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import KVCache, causal_mask, combine_masks, padding_mask
-from .layers import Decoder, Encoder
+from .layers import Decoder, Encoder, encoder_stack, run_encoder_stack
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
 __all__ = [
     "TokenEmbedding",
     "Seq2SeqTransformer",
+    "LMConfig",
     "TransformerLM",
     "DecoderOnlyLM",
     "EncoderOnlyMLM",
@@ -190,77 +192,129 @@ class Seq2SeqTransformer(nn.Module):
 # --------------------------------------------------------------------------------------------
 
 
-class TransformerLM(Encoder):
+POSITIONS = ("learned", "sinusoidal", "rope", "none")
+# The papers' choices, where they differ from LMConfig's defaults or matter to the model (see LMConfig.gpt, .bert).
+GPT_SETTINGS = dict(causal=True, norm_first=True, position="learned", activation="gelu")
+BERT_SETTINGS = dict(
+    causal=False,
+    norm_first=False,
+    position="learned",
+    activation="gelu",
+    pad_id=0,
+    num_segments=2,
+    embedding_norm=True,
+    head_transform=True,
+    layer_norm_eps=1e-12,
+)
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """Every setting of a :class:`TransformerLM`, in one place (as nanoGPT's ``GPTConfig``). A GPT and a BERT
+    are presets of it (:meth:`gpt`, :meth:`bert`); any setting can be changed, ``layer_norm_eps`` included.
+
+    ``d_ff=None`` is ``4 * d_model``. ``position`` is ``"learned"``, ``"sinusoidal"``, ``"rope"`` (rotary,
+    inside attention) or ``"none"``. ``causal=True``: each token sees only its past (GPT, trained to predict
+    the next token); ``causal=False``: the whole sequence (BERT, trained to fill in masked tokens).
+    ``scale_embeddings=True`` multiplies the token embeddings by ``sqrt(d_model)`` as in the 2017 paper
+    (section 3.4). ``num_segments`` > 0 adds segment embeddings (BERT's sentence A/B), ``embedding_norm`` a
+    LayerNorm after the embeddings, ``head_transform`` BERT's dense + GELU + LayerNorm before the vocabulary.
+    ``layer_norm_eps`` goes to every LayerNorm (the stack's, the embedding norm, the MLM head's).
+    """
+
+    vocab_size: int
+    d_model: int = 256
+    num_heads: int = 4
+    num_layers: int = 4
+    d_ff: int | None = None
+    max_len: int = 512
+    dropout: float = 0.1
+    causal: bool = True
+    activation: str = "gelu"
+    norm_first: bool = True
+    position: str = "learned"
+    pad_id: int | None = None
+    num_segments: int = 0
+    embedding_norm: bool = False
+    head_transform: bool = False
+    scale_embeddings: bool = False
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        if self.position not in POSITIONS:
+            raise ValueError(f"position must be learned, sinusoidal, rope or none; got {self.position!r}")
+
+    @property
+    def ff_width(self) -> int:
+        return 4 * self.d_model if self.d_ff is None else self.d_ff
+
+    @classmethod
+    def gpt(cls, *args, **settings) -> "LMConfig":
+        """GPT-2's choices: causal, pre-norm, learned positions, GELU, tied output."""
+        return cls(*args, **{**GPT_SETTINGS, **settings})
+
+    @classmethod
+    def bert(cls, *args, **settings) -> "LMConfig":
+        """BERT's choices: bidirectional, post-norm, learned positions and two segments, an embedding LayerNorm,
+        the MLM head's transform, padding id 0, LayerNorm epsilon 1e-12 (BERT's own)."""
+        return cls(*args, **{**BERT_SETTINGS, **settings})
+
+
+class TransformerLM(nn.Module):
     """Token embedding + positions + a stack of encoder layers + a tied output projection.
 
-    The stack is :class:`~course_utils.layers.Encoder` itself: this class extends it with embeddings in
-    front and a vocabulary head behind, so ``model.layers`` and ``model.final_norm`` are the encoder's.
-    ``causal=True``: each token sees only its past (GPT, trained to predict the next token).
-    ``causal=False``: each token sees the whole sequence (BERT, trained to fill in masked tokens).
-    Nothing else needs to differ; the subclasses only pick the paper's defaults.
-
-    ``position`` is ``"learned"``, ``"sinusoidal"``, ``"rope"`` (rotary, inside attention) or ``"none"``.
-    ``scale_embeddings=True`` multiplies the token embeddings by ``sqrt(d_model)`` as in the 2017 paper
-    (section 3.4). The token table starts at std 0.02 (GPT-2's initialisation), so without the scale a
+    Built from an :class:`LMConfig` (``TransformerLM(config=...)``) or from its settings, as
+    ``TransformerLM(vocab_size, d_model, num_heads, num_layers, ..., causal=False)``; the stack is
+    ``model.layers`` and ``model.final_norm`` (:func:`~course_utils.layers.encoder_stack`), the blocks of
+    :class:`~course_utils.layers.Encoder`. ``causal`` is the only difference between a GPT and a BERT
+    backbone; :class:`DecoderOnlyLM` and :class:`EncoderOnlyMLM` only change the defaults to the papers'.
+    The token table starts at std 0.02 (GPT-2's initialisation), so without ``scale_embeddings`` a
     sinusoidal table (entries of size 1) is about 35 times larger than the token vectors it is added to.
-    ``layer_norm_eps`` goes to every LayerNorm (the stack's, the embedding norm, the MLM head's).
     ``forward(tokens, caches=None, segments=None) -> logits (B, T, vocab_size)``.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 256,
-        num_heads: int = 4,
-        num_layers: int = 4,
-        d_ff: int | None = None,
-        max_len: int = 512,
-        dropout: float = 0.1,
-        causal: bool = True,
-        activation: str = "gelu",
-        norm_first: bool = True,
-        position: str = "learned",
-        pad_id: int | None = None,
-        num_segments: int = 0,
-        embedding_norm: bool = False,
-        head_transform: bool = False,
-        scale_embeddings: bool = False,
-        layer_norm_eps: float = 1e-5,
-    ):
-        if position not in ("learned", "sinusoidal", "rope", "none"):
-            raise ValueError(f"position must be learned, sinusoidal, rope or none; got {position!r}")
-        d_ff = 4 * d_model if d_ff is None else d_ff
-        super().__init__(
-            num_layers,
+    defaults: dict = {}  # the settings a subclass presets (GPT_SETTINGS, BERT_SETTINGS)
+
+    def __init__(self, *args, config: LMConfig | None = None, **settings):
+        super().__init__()
+        if config is None:
+            config = LMConfig(*args, **{**self.defaults, **settings})
+        elif args or settings:
+            raise TypeError("give a TransformerLM either a config or its settings, not both")
+        self.config = config
+        d_model = config.d_model
+        # Made in the order the state dicts of earlier versions list them (the stack first), so that the
+        # checkpoints saved by them load and a seed makes the same weights.
+        self.layers, self.final_norm = encoder_stack(
+            config.num_layers,
             d_model,
-            num_heads,
-            d_ff,
-            dropout,
-            activation,
-            norm_first,
-            layer_norm_eps,
-            rotary=position == "rope",
+            config.num_heads,
+            config.ff_width,
+            config.dropout,
+            config.activation,
+            config.norm_first,
+            config.layer_norm_eps,
+            rotary=config.position == "rope",
         )
-        self.vocab_size, self.max_len, self.causal, self.pad_id = vocab_size, max_len, causal, pad_id
-        self.position = position
-        self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.embedding_scale = math.sqrt(d_model) if scale_embeddings else 1.0
-        if position == "learned":
-            self.positions = LearnedPositionalEncoding(d_model, max_len, dropout=0.0)
-        elif position == "sinusoidal":
-            self.positions = SinusoidalPositionalEncoding(d_model, max_len, dropout=0.0)
+        self.token_embedding = nn.Embedding(config.vocab_size, d_model)
+        self.embedding_scale = math.sqrt(d_model) if config.scale_embeddings else 1.0
+        if config.position == "learned":
+            self.positions = LearnedPositionalEncoding(d_model, config.max_len, dropout=0.0)
+        elif config.position == "sinusoidal":
+            self.positions = SinusoidalPositionalEncoding(d_model, config.max_len, dropout=0.0)
         else:
             self.positions = None
-        self.segment_embedding = nn.Embedding(num_segments, d_model) if num_segments else None
-        self.embedding_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if embedding_norm else nn.Identity()
-        self.dropout = nn.Dropout(dropout)
+        self.segment_embedding = nn.Embedding(config.num_segments, d_model) if config.num_segments else None
+        eps = config.layer_norm_eps
+        self.embedding_norm = nn.LayerNorm(d_model, eps=eps) if config.embedding_norm else nn.Identity()
+        self.dropout = nn.Dropout(config.dropout)
         # BERT's MLM head passes the hidden state through dense + GELU + LayerNorm before the vocabulary.
         self.head_transform = (
-            nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.LayerNorm(d_model, eps=layer_norm_eps))
-            if head_transform
+            nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.LayerNorm(d_model, eps=eps))
+            if config.head_transform
             else None
         )
-        self.lm_head = nn.Linear(d_model, vocab_size, bias=head_transform)
+        self.lm_head = nn.Linear(d_model, config.vocab_size, bias=config.head_transform)
         self.lm_head.weight = self.token_embedding.weight  # weight tying (Press & Wolf, 2017)
         # GPT-2's initialisation, drawn in the order the data flows (embeddings, layers, head), so that a
         # seed gives the same weights whatever order the parts were created in.
@@ -274,6 +328,13 @@ class TransformerLM(Encoder):
         ):
             if part is not None:
                 part.apply(self._init_weights)
+
+    # The settings a model's code reads, from its config.
+    vocab_size = property(lambda self: self.config.vocab_size)
+    max_len = property(lambda self: self.config.max_len)
+    causal = property(lambda self: self.config.causal)
+    pad_id = property(lambda self: self.config.pad_id)
+    position = property(lambda self: self.config.position)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -292,7 +353,12 @@ class TransformerLM(Encoder):
     def new_caches(self) -> list[KVCache]:
         if not self.causal:
             raise RuntimeError("a KV cache only makes sense for a causal model (causal=False here)")
-        return super().new_caches()
+        return [KVCache() for _ in self.layers]
+
+    def store_attention(self, on: bool = True) -> None:
+        """Keep (or stop keeping) each layer's last attention weights in ``layer.last_self_attention``."""
+        for layer in self.layers:
+            layer.store_attention = on
 
     def attention_mask(self, tokens: torch.Tensor, past: int = 0) -> torch.Tensor | None:
         """The mask this model uses: causal and/or key padding, in the course convention."""
@@ -328,7 +394,7 @@ class TransformerLM(Encoder):
             x = x + self.segment_embedding(segments if segments is not None else torch.zeros_like(tokens))
         x = self.dropout(self.embedding_norm(x))
         mask, is_causal = self._attention_arguments(tokens, past)
-        return super().forward(x, mask, caches, is_causal)  # the encoder stack
+        return run_encoder_stack(self.layers, self.final_norm, x, mask, caches, is_causal)
 
     def forward(
         self, tokens: torch.Tensor, caches: list[KVCache] | None = None, segments: torch.Tensor | None = None
@@ -340,74 +406,17 @@ class TransformerLM(Encoder):
 
 
 class DecoderOnlyLM(TransformerLM):
-    """GPT-style: causal, pre-norm, learned positions, GELU, tied output (GPT-2's choices)."""
+    """GPT-style: :class:`TransformerLM` with GPT-2's defaults (``LMConfig.gpt``): causal, pre-norm, learned
+    positions, GELU, tied output."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 256,
-        num_heads: int = 4,
-        num_layers: int = 4,
-        d_ff: int | None = None,
-        max_len: int = 512,
-        dropout: float = 0.1,
-        position: str = "learned",
-        norm_first: bool = True,
-        activation: str = "gelu",
-        pad_id: int | None = None,
-        scale_embeddings: bool = False,
-    ):
-        super().__init__(
-            vocab_size,
-            d_model,
-            num_heads,
-            num_layers,
-            d_ff,
-            max_len,
-            dropout,
-            causal=True,
-            activation=activation,
-            norm_first=norm_first,
-            position=position,
-            pad_id=pad_id,
-            scale_embeddings=scale_embeddings,
-        )
+    defaults = GPT_SETTINGS
 
 
 class EncoderOnlyMLM(TransformerLM):
-    """BERT-style: bidirectional, post-norm, learned positions + segments, embedding LayerNorm, MLM head."""
+    """BERT-style: :class:`TransformerLM` with BERT's defaults (``LMConfig.bert``): bidirectional, post-norm,
+    learned positions + segments, embedding LayerNorm, MLM head, LayerNorm epsilon 1e-12."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 256,
-        num_heads: int = 4,
-        num_layers: int = 4,
-        d_ff: int | None = None,
-        max_len: int = 512,
-        dropout: float = 0.1,
-        pad_id: int | None = 0,
-        num_segments: int = 2,
-        norm_first: bool = False,
-        position: str = "learned",
-    ):
-        super().__init__(
-            vocab_size,
-            d_model,
-            num_heads,
-            num_layers,
-            d_ff,
-            max_len,
-            dropout,
-            causal=False,
-            activation="gelu",
-            norm_first=norm_first,
-            position=position,
-            pad_id=pad_id,
-            num_segments=num_segments,
-            embedding_norm=True,
-            head_transform=True,
-        )
+    defaults = BERT_SETTINGS
 
 
 # --------------------------------------------------------------------------------------------

@@ -191,7 +191,15 @@ EXERCISED = {
         "apply_rotary",
         "rotary_angles",
     },
-    "layers": {"FeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder"},
+    "layers": {
+        "FeedForward",
+        "EncoderLayer",
+        "DecoderLayer",
+        "Encoder",
+        "Decoder",
+        "encoder_stack",
+        "run_encoder_stack",
+    },
     "models": {
         "TokenEmbedding",
         "Seq2SeqTransformer",
@@ -216,7 +224,14 @@ HOLDS_NO_DEVICE_CODE = {
     },  # one input, or copies into
     "positional": {"sinusoidal_shift_matrix"},  # builds a CPU matrix from numbers only
     "layers": {"copy_from_torch_layer", "ACTIVATIONS"},
-    "models": {"count_parameters", "Preset", "PRESETS", "build_preset", "parameter_table"},  # build on meta already
+    "models": {
+        "count_parameters",
+        "LMConfig",
+        "Preset",
+        "PRESETS",
+        "build_preset",
+        "parameter_table",
+    },  # a record; build on meta already
     "decoding": {
         "EncoderDecoderModel",
         "LanguageModel",

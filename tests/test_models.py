@@ -7,6 +7,7 @@ from course_utils.models import (
     PRESETS,
     DecoderOnlyLM,
     EncoderOnlyMLM,
+    LMConfig,
     PatchEmbedding,
     ResidualBlock,
     Seq2SeqTransformer,
@@ -98,15 +99,50 @@ def test_gpt_and_bert_share_one_backbone():
     assert [p.shape for p in gpt.parameters()] == [p.shape for p in bert.parameters()]
 
 
-def test_language_models_run_the_encoder_stack():
-    # TransformerLM is the layers' own Encoder with embeddings in front and a head behind: one stack,
-    # configured in one place, with the state_dict names the models have always had.
+# The names under which the language models' weights have always been saved (layers.<i>.<LAYER_KEYS>, then
+# these): a checkpoint of an earlier version loads only while they stay.
+LAYER_KEYS = [
+    f"{part}.{kind}"
+    for part in ("self_attn.W_q", "self_attn.W_k", "self_attn.W_v", "self_attn.W_o", "ffn.linear1", "ffn.linear2")
+    + ("norm1", "norm2")
+    for kind in ("weight", "bias")
+]
+GPT_KEYS = ["final_norm.weight", "final_norm.bias", "token_embedding.weight", "positions.pos_embedding.weight"]
+GPT_KEYS += ["lm_head.weight"]
+BERT_KEYS = ["token_embedding.weight", "positions.pos_embedding.weight", "segment_embedding.weight"]
+BERT_KEYS += ["embedding_norm.weight", "embedding_norm.bias", "head_transform.0.weight", "head_transform.0.bias"]
+BERT_KEYS += ["head_transform.2.weight", "head_transform.2.bias", "lm_head.weight", "lm_head.bias"]
+
+
+def test_language_models_are_built_from_one_config_and_hold_the_encoder_stack():
+    # A GPT and a BERT are one TransformerLM with a config's settings; they hold an encoder's blocks
+    # (layers, final_norm) instead of being an Encoder, under the names their checkpoints have always had.
     model = TransformerLM(50, 32, 4, 2, position="rope", layer_norm_eps=1e-6)
-    assert isinstance(model, Encoder) and len(model.layers) == 2
-    assert {"layers.0.self_attn.W_q.weight", "final_norm.weight", "token_embedding.weight"} <= set(model.state_dict())
+    assert not isinstance(model, Encoder) and len(model.layers) == 2
+    assert model.config == LMConfig(50, 32, 4, 2, position="rope", layer_norm_eps=1e-6)
+    assert set(Encoder(2, 32, 4, 128, norm_first=True).state_dict()) < set(model.state_dict())
     assert {m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)} == {1e-6}
     assert all(layer.self_attn.rotary is not None for layer in model.layers), "position='rope' reaches every layer"
     assert model.max_positions is None and DecoderOnlyLM(50, 32, 4, 1, max_len=16).max_positions == 16
+    gpt, bert = DecoderOnlyLM(50, 16, 2, 2, max_len=8), EncoderOnlyMLM(50, 16, 2, 2, max_len=8)
+    assert gpt.config == LMConfig.gpt(50, 16, 2, 2, max_len=8) and bert.config == LMConfig.bert(50, 16, 2, 2, max_len=8)
+    stack = [f"layers.{i}.{key}" for i in range(2) for key in LAYER_KEYS]
+    assert list(gpt.state_dict()) == stack + GPT_KEYS
+    assert list(bert.state_dict()) == stack + BERT_KEYS
+    # BERT's LayerNorm epsilon is its own (1e-12), and like any setting it can be changed.
+    assert {m.eps for m in bert.modules() if isinstance(m, nn.LayerNorm)} == {1e-12}
+    bert_eps = EncoderOnlyMLM(50, 16, 2, 1, layer_norm_eps=1e-6)
+    assert {m.eps for m in bert_eps.modules() if isinstance(m, nn.LayerNorm)} == {1e-6}
+    same = TransformerLM(config=gpt.config)
+    same.load_state_dict(gpt.state_dict())
+    tokens = torch.randint(0, 50, (2, 8))
+    torch.testing.assert_close(same.eval()(tokens), gpt.eval()(tokens))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'layer_norm_epsilon'"):
+        DecoderOnlyLM(50, layer_norm_epsilon=1e-6)
+    with pytest.raises(TypeError, match="either a config or its settings"):
+        TransformerLM(config=gpt.config, dropout=0.0)
+    with pytest.raises(ValueError, match="position must be"):
+        LMConfig(50, position="alibi")
 
 
 def test_seq2seq_shapes_cache_and_padding():
