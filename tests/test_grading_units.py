@@ -391,7 +391,7 @@ def test_attack_table_goes_to_the_readme_only_from_a_complete_run_that_kept_ever
 def test_readme_attack_table_lists_every_attack():
     from course_utils.grading import attack_table
 
-    readme = (REPOSITORY / "README.md").read_text(encoding="utf-8")
+    readme = (REPOSITORY / "docs" / "grader.md").read_text(encoding="utf-8")
     rows = [row.split("|")[1].strip() for row in attack_table.table_rows(readme)[2:]]
     threats = [attack.threat.replace("|", "/") for attack in discover_attacks(SUBMISSIONS)]
     assert sorted(rows) == sorted(threats), (

@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 BUILD_TABLE = REPOSITORY / "build" / "grading" / "attack_table.md"
-README = REPOSITORY / "README.md"
+README = REPOSITORY / "docs" / "grader.md"
 ATTACKS_ROOT = REPOSITORY / "tests" / "submissions"
 START = "<!-- attack table: from build/grading/attack_table.md, copied by `course attack-table --write-readme` -->"
 END = "<!-- end of the attack table -->"
