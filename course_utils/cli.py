@@ -8,8 +8,8 @@ course collect    collect submissions from the exchange into submitted/ (instruc
 course grade      autograde everything collected, write feedback and a grades CSV (instructors)
 course export     nbgrader's grades CSV (instructors)
 course cycle-demo the whole cycle for two learners in a temporary course
-course attack-table  compare the README's attack table with the attack test's latest run
-                  (build/grading/attack_table.md); --write-readme copies it into the README
+course attack-table  compare the attack table of docs/grader.md with the attack test's latest run
+                  (build/grading/attack_table.md); --write-doc copies it into docs/grader.md
 course bench      attention benchmarks; writes tables and plots under benchmarks/
 course html       the book: every chapter executed, as HTML pages with contents and math (html/)
 course robustness run the chapters for seeds 0, 1, 2 and tabulate what their checks measured
@@ -223,7 +223,7 @@ COMMANDS = {
     "check": (_grading("check"), "(learner) your copy of an exercise graded with the hidden tests, as in a class"),
     "attack-table": (
         cmd_attack_table,
-        "the README's table of attacks on the grader, from the attack test's latest run",
+        "the table of attacks on the grader in docs/grader.md, from the attack test's latest run",
     ),
     "bench": (cmd_bench, "attention benchmarks (tables and plots in benchmarks/)"),
     "html": (cmd_html, "the book: execute the chapters and write them as HTML pages"),

@@ -4,7 +4,7 @@ Each attack folder says what the submission does (attack.json) and what grading 
 the honest part of the work deserves at most, the findings or runtime reports that must flag it, what
 its outputs must (not) show, which files must not appear. An honest control submission is graded in
 the same run and must come out untouched. The outcomes are written to build/grading/attack_table.md
-(generated, not tracked); `course attack-table --write-readme` copies a complete run's table into the README.
+(generated, not tracked); `course attack-table --write-doc` copies a complete run's table into docs/grader.md.
 """
 
 from __future__ import annotations

@@ -349,7 +349,7 @@ def test_sweep_returns_only_when_no_process_of_the_uid_is_left():
     )
 
 
-def test_attack_table_goes_to_the_readme_only_from_a_complete_run_that_kept_every_promise(tmp_path):
+def test_attack_table_goes_to_the_graders_doc_only_from_a_complete_run_that_kept_every_promise(tmp_path):
     from course_utils.grading import attack_table
 
     attacks = discover_attacks(SUBMISSIONS)
@@ -376,27 +376,27 @@ def test_attack_table_goes_to_the_readme_only_from_a_complete_run_that_kept_ever
         attack_table.render(outcomes[1:], workers=2, cell_timeout_s=10, sandbox="t")
     )
     assert partial and "missing" in partial[-1], partial
-    readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n\n{attack_table.START}\n| old |\n{attack_table.END}\n\nrest\n")
+    doc = tmp_path / "grader.md"
+    doc.write_text(f"intro\n\n{attack_table.START}\n| old |\n{attack_table.END}\n\nrest\n")
     build = tmp_path / "attack_table.md"
     build.write_text(table)
-    assert attack_table.main(["--table", str(build), "--readme", str(readme)]) == 1, "a stale README is reported"
-    assert attack_table.main(["--table", str(build), "--readme", str(readme), "--write-readme"]) == 0
-    text = readme.read_text()
+    assert attack_table.main(["--table", str(build), "--doc", str(doc)]) == 1, "a stale table is reported"
+    assert attack_table.main(["--table", str(build), "--doc", str(doc), "--write-doc"]) == 0
+    text = doc.read_text()
     assert text.startswith("intro\n") and text.endswith("\nrest\n") and "| old |" not in text
     assert attack_table.table_rows(text) == attack_table.table_rows(table)
-    assert attack_table.main(["--table", str(build), "--readme", str(readme)]) == 0
+    assert attack_table.main(["--table", str(build), "--doc", str(doc)]) == 0
 
 
-def test_readme_attack_table_lists_every_attack():
+def test_the_graders_doc_lists_every_attack():
     from course_utils.grading import attack_table
 
-    readme = (REPOSITORY / "docs" / "grader.md").read_text(encoding="utf-8")
-    rows = [row.split("|")[1].strip() for row in attack_table.table_rows(readme)[2:]]
+    doc = (REPOSITORY / "docs" / "grader.md").read_text(encoding="utf-8")
+    rows = [row.split("|")[1].strip() for row in attack_table.table_rows(doc)[2:]]
     threats = [attack.threat.replace("|", "/") for attack in discover_attacks(SUBMISSIONS)]
     assert sorted(rows) == sorted(threats), (
-        "the README's attack table is not the attack test's: run tests/test_grading_attacks.py, then "
-        f"`course attack-table --write-readme` (missing: {sorted(set(threats) - set(rows))}, "
+        "the attack table of docs/grader.md is not the attack test's: run tests/test_grading_attacks.py, then "
+        f"`course attack-table --write-doc` (missing: {sorted(set(threats) - set(rows))}, "
         f"gone: {sorted(set(rows) - set(threats))})"
     )
 

@@ -1,5 +1,6 @@
-"""Every command the README shows runs as written: each `course ...` subcommand exists and answers
---help, each `make` target exists, each `nbgrader ...` subcommand exists."""
+"""Every command the README and the documents in docs/ show runs as written: each `course ...` subcommand exists
+and answers --help, each `make` target exists, each `nbgrader ...` subcommand exists; every link between them
+leads to a file, and to a heading where it names one."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-READMES = [ROOT / "README.md", *sorted(ROOT.glob("deploy/*.md"))]
+READMES = [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md")), *sorted(ROOT.glob("deploy/*.md"))]
 
 
 def _commands(program: str) -> list[tuple[str, str]]:
@@ -71,3 +72,24 @@ def test_every_nbgrader_command_in_the_readme_exists(where, command):
 
     subcommand = shlex.split(command)[1]
     assert subcommand in NbGraderApp.subcommands, f"{where} shows `{command}`, but nbgrader has no {subcommand!r}"
+
+
+def _anchor(heading: str) -> str:
+    """The anchor a Markdown heading gets on GitHub and in JupyterLab: lower case, spaces to hyphens, no punctuation."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("readme", READMES, ids=[str(path.relative_to(ROOT)) for path in READMES])
+def test_every_link_of_the_documents_leads_somewhere(readme):
+    text = re.sub(r"```.*?```", "", readme.read_text(encoding="utf-8"), flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"^[a-z]+:", target):
+            continue  # a web address
+        path, _, anchor = target.partition("#")
+        file = (readme.parent / path).resolve() if path else readme
+        assert file.exists(), f"{readme.relative_to(ROOT)} links to {target}, which does not exist"
+        if anchor and file.suffix == ".md":
+            headings = re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), flags=re.M)
+            assert anchor in {_anchor(heading) for heading in headings}, (
+                f"{readme.relative_to(ROOT)} links to {target}, but {file.name} has no such heading"
+            )

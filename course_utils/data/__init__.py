@@ -32,7 +32,7 @@ Ordinary symbols start at id 5 (:data:`NUM_SPECIAL`).
 The package, one topic a module: :mod:`.tokenizers` (the ids above, character and word tokenizers,
 padding helpers), :mod:`.dates`, :mod:`.grammar`, :mod:`.images`, :mod:`.toy_tasks`. Import from the
 package itself (``from course_utils.data import make_date_dataset``); the modules are its chapters.
-How the date task's recommended setting was chosen is in the README (*The date task's setting*).
+How the date task's recommended setting was chosen is in docs/library.md (*The date task's setting*).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@
     formgrader     learners' names, manual-grading flags kept, no unconfined autograde
     server_extension  the formgrader's Autograde button runs `course grade`
     cli            `course release | collect | grade | export | cycle-demo`
-    attack_table   the attack test's table (build/grading/) and `course attack-table --write-readme`
+    attack_table   the attack test's table (build/grading/) and `course attack-table --write-doc`
 
 The tests' submissions and the load test (`make grade-load`) live in tests/grading_support/.
 Only `layout` is imported eagerly: nbgrader and friends take seconds to import.

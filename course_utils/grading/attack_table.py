@@ -1,9 +1,9 @@
-"""The table of attacks on the grader: written by the attack test, copied into the README on request.
+"""The table of attacks on the grader: written by the attack test, copied into docs/grader.md on request.
 
 `tests/test_grading_attacks.py` writes the outcome of its latest run to build/grading/attack_table.md
 (generated, never tracked: `make test` rewrites no tracked file). `course attack-table` says whether
-the README's table matches that run; `course attack-table --write-readme` copies it into the README
-(between the two markers in its Grading section), but only from a run that graded every attack of
+the table in docs/grader.md (the grader's design) matches that run; `course attack-table --write-doc` copies it
+there (between the two markers), but only from a run that graded every attack of
 tests/submissions/attacks/ and in which each one kept its promise.
 """
 
@@ -18,9 +18,9 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 BUILD_TABLE = REPOSITORY / "build" / "grading" / "attack_table.md"
-README = REPOSITORY / "docs" / "grader.md"
+DOC = REPOSITORY / "docs" / "grader.md"
 ATTACKS_ROOT = REPOSITORY / "tests" / "submissions"
-START = "<!-- attack table: from build/grading/attack_table.md, copied by `course attack-table --write-readme` -->"
+START = "<!-- attack table: from build/grading/attack_table.md, copied by `course attack-table --write-doc` -->"
 END = "<!-- end of the attack table -->"
 COLUMNS = ["| attack | what the submission does | outcome | verdict |", "|---|---|---|---|"]
 STATUS = re.compile(r"<!-- attacks graded: (\d+); promises broken: (.*) -->")
@@ -61,7 +61,7 @@ def render(outcomes: list[dict], *, workers: int, cell_timeout_s: int, sandbox: 
 
 
 def table_rows(text: str) -> list[str]:
-    """The table's lines (header, separator, one per attack) out of a build table or a README."""
+    """The table's lines (header, separator, one per attack) out of a build table or the document."""
     lines = text.splitlines()
     start = lines.index(COLUMNS[0])
     rows = []
@@ -73,7 +73,7 @@ def table_rows(text: str) -> list[str]:
 
 
 def check_build_table(text: str, attacks_root: Path = ATTACKS_ROOT) -> list[str]:
-    """What makes a build table unfit for the README (empty when it may be copied)."""
+    """What makes a build table unfit for the document (empty when it may be copied)."""
     found = STATUS.search(text)
     if not found:
         return ["it has no status line: it was not written by the current attack test"]
@@ -105,10 +105,10 @@ def attack_threats(attacks_root: Path = ATTACKS_ROOT) -> list[str]:
     ]
 
 
-def readme_with_table(readme_text: str, rows: list[str]) -> str:
-    if START not in readme_text or END not in readme_text:
-        raise ValueError(f"the README has no attack table markers ({START} ... {END})")
-    before, rest = readme_text.split(START, 1)
+def doc_with_table(doc_text: str, rows: list[str]) -> str:
+    if START not in doc_text or END not in doc_text:
+        raise ValueError(f"the document has no attack table markers ({START} ... {END})")
+    before, rest = doc_text.split(START, 1)
     _, after = rest.split(END, 1)
     return before + START + "\n" + "\n".join(rows) + "\n" + END + after
 
@@ -116,16 +116,16 @@ def readme_with_table(readme_text: str, rows: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="course attack-table",
-        description="Compare the README's attack table with the latest run of tests/test_grading_attacks.py "
-        f"({BUILD_TABLE.relative_to(REPOSITORY)}); --write-readme copies it into the README.",
+        description="Compare the attack table of docs/grader.md with the latest run of tests/test_grading_attacks.py "
+        f"({BUILD_TABLE.relative_to(REPOSITORY)}); --write-doc copies it into the document.",
     )
     parser.add_argument(
-        "--write-readme", action="store_true", help="copy the table of the latest complete run into README.md"
+        "--write-doc", action="store_true", help="copy the table of the latest complete run into the document"
     )
     parser.add_argument("--table", default=str(BUILD_TABLE), help="the attack test's table (default: %(default)s)")
-    parser.add_argument("--readme", default=str(README), help="the README to compare or update (default: %(default)s)")
+    parser.add_argument("--doc", default=str(DOC), help="the document to compare or update (default: %(default)s)")
     args = parser.parse_args(argv)
-    table, readme = Path(args.table), Path(args.readme)
+    table, doc = Path(args.table), Path(args.doc)
     if not table.is_file():
         print(
             f"no attack table at {table}: run `.venv/bin/python -m pytest tests/test_grading_attacks.py` first",
@@ -133,20 +133,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     text = table.read_text(encoding="utf-8")
-    readme_text = readme.read_text(encoding="utf-8")
-    updated = readme_with_table(readme_text, table_rows(text))
-    if updated == readme_text:
-        print(f"{readme.name}'s attack table matches {table}")
+    doc_text = doc.read_text(encoding="utf-8")
+    updated = doc_with_table(doc_text, table_rows(text))
+    if updated == doc_text:
+        print(f"{doc.name}'s attack table matches {table}")
         return 0
-    if not args.write_readme:
-        print(f"{readme.name}'s attack table differs from {table}; `course attack-table --write-readme` copies it")
+    if not args.write_doc:
+        print(f"{doc.name}'s attack table differs from {table}; `course attack-table --write-doc` copies it")
         return 1
     problems = check_build_table(text)
     if problems:
-        print(f"{table} is not copied into {readme.name}: " + "; ".join(problems), file=sys.stderr)
+        print(f"{table} is not copied into {doc.name}: " + "; ".join(problems), file=sys.stderr)
         return 2
-    readme.write_text(updated, encoding="utf-8")
-    print(f"{readme.name}: attack table updated from {table}")
+    doc.write_text(updated, encoding="utf-8")
+    print(f"{doc.name}: attack table updated from {table}")
     return 0
 
 
