@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,14 +139,55 @@ def cmd_test(args: argparse.Namespace, extra: list[str]) -> int:
         ("the chapters that use every core, one at a time", pytest + every_core),
         ("the chapters that pin one thread, two at a time", pytest + parallel + one_thread),
     ]
-    failed = []
+    failed, seconds = [], {}
     for number, (what, command) in enumerate(parts, start=1):
         print(f"course test: {number}/{len(parts)}, {what}", flush=True)
+        started = time.monotonic()
         if _run(command, env):
             failed.append(what)
+        seconds[what] = time.monotonic() - started
+    write_test_times(TEST_TIMES, seconds, failed)
+    print(f"course test: {sum(seconds.values()):.0f} s in all; each part's time in {TEST_TIMES.relative_to(ROOT)}")
     if failed:
         print(f"course test: failed in {'; '.join(failed)} (see above)", flush=True)
     return 1 if failed else 0
+
+
+TEST_TIMES = ROOT / "build" / "test-times.md"
+
+
+def write_test_times(
+    path: Path, seconds: dict[str, float], failed: list[str], durations: Path = ROOT / "build" / "test-durations.json"
+) -> None:
+    """How long the last full `course test` took on this machine, part by part, with its longest files: what the
+    documents would otherwise keep by hand (the files' seconds are build/test-durations.json, which orders the
+    next run)."""
+    import json
+    import platform
+    from importlib import metadata
+
+    files = json.loads(durations.read_text(encoding="utf-8")) if durations.is_file() else {}
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    lines = [
+        "# The last full `course test` on this machine",
+        "",
+        f"- {time.strftime('%Y-%m-%d %H:%M %Z')}; {os.cpu_count()} cores ({platform.machine()}), "
+        f"Python {platform.python_version()}, torch {torch_version}",
+        "",
+        "| part | seconds | result |",
+        "|---|---:|---|",
+        *(f"| {what} | {value:.0f} | {'failed' if what in failed else 'passed'} |" for what, value in seconds.items()),
+        f"| in all | {sum(seconds.values()):.0f} | {'failed' if failed else 'passed'} |",
+        "",
+        "The longest files (seconds of one worker, from build/test-durations.json):",
+        "",
+        *(f"- {name}: {value:.0f} s" for name, value in sorted(files.items(), key=lambda item: -item[1])[:10]),
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _grading(name: str):

@@ -83,3 +83,21 @@ def test_the_kept_record_names_every_test_module_and_chapter():
     assert not missing, f"tests/test-durations.json has no duration for {missing}"
     gone = sorted(name for name in kept if not (REPOSITORY / name).is_file())
     assert not gone, f"tests/test-durations.json names files that are gone: {gone}"
+
+
+def test_a_full_run_writes_each_parts_time_and_its_longest_files(tmp_path):
+    """`course test` writes how long it took into build/ (test-times.md), so that no document keeps it by hand."""
+    from course_utils import cli
+
+    durations = tmp_path / "test-durations.json"
+    durations.write_text(json.dumps({f"tests/test_{i}.py": float(i) for i in range(12)}), encoding="utf-8")
+    written = tmp_path / "test-times.md"
+    seconds = {"the library and the grading pipeline": 700.4, "the chapters that use every core, one at a time": 90.0}
+    cli.write_test_times(written, seconds, ["the chapters that use every core, one at a time"], durations)
+    text = written.read_text(encoding="utf-8")
+    assert "| the library and the grading pipeline | 700 | passed |" in text, text
+    assert "| the chapters that use every core, one at a time | 90 | failed |" in text, text
+    assert "| in all | 790 | failed |" in text, text
+    longest = [line for line in text.splitlines() if line.startswith("- tests/")]
+    assert longest == [f"- tests/test_{i}.py: {i} s" for i in range(11, 1, -1)], longest
+    assert f"{os.cpu_count()} cores" in text and "torch " in text
