@@ -261,18 +261,7 @@ def train(
             gradients every ``eval_every`` steps and once at the end.
         history: continue recording into an existing :class:`History` (to resume training).
     """
-    if epochs is None and steps is None and time_budget_s is None:
-        raise ValueError("give at least one of epochs, steps or time_budget_s, or the loop never ends")
-    for name, value in (("epochs", epochs), ("steps", steps), ("eval_every", eval_every)):
-        if value is not None and value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    if time_budget_s is not None and time_budget_s <= 0:
-        raise ValueError(f"time_budget_s must be positive, got {time_budget_s}")
-    if clip_grad_norm is not None and clip_grad_norm <= 0:
-        raise ValueError(f"clip_grad_norm must be positive, got {clip_grad_norm}")
-    if eval_every is not None and eval_fn is None:
-        raise ValueError("eval_every was given without an eval_fn to run")
-
+    _check_arguments(epochs, steps, time_budget_s, clip_grad_norm, eval_fn, eval_every)
     if device is not None:
         model.to(device)
     device = torch.device(device) if device is not None else _model_device(model)
@@ -281,17 +270,7 @@ def train(
     first_step = step
     params = [p for p in model.parameters() if p.requires_grad]
     max_norm = clip_grad_norm if clip_grad_norm is not None else float("inf")
-
-    total = None
-    if steps is not None:
-        total = steps
-    elif epochs is not None and hasattr(batches, "__len__"):
-        total = epochs * len(batches)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="training", unit="step", leave=True)
+    bar = _progress_bar(steps if steps is not None else _steps_in(epochs, batches)) if progress else None
 
     start = time.perf_counter()
     resumed_at = history.total_time_s  # a resumed run continues the clock of the earlier ones
@@ -307,55 +286,23 @@ def train(
             if epochs is not None and epoch >= epochs:
                 stopped_by = "epochs"
                 break
-            epoch_batches = batches(epoch) if callable(batches) else batches
             seen_any = False
-            for batch in epoch_batches:
+            for batch in batches(epoch) if callable(batches) else batches:
                 seen_any = True
-                batch = to_device(batch, device)
-                out = loss_fn(model, batch)
-                loss, metrics = out if isinstance(out, tuple) else (out, {})
-                if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-                    got = (
-                        f"a tensor of shape {tuple(loss.shape)}"
-                        if isinstance(loss, torch.Tensor)
-                        else type(loss).__name__
-                    )
-                    raise TypeError(f"loss_fn must return a scalar tensor (or (loss, metrics)), got {got}")
-                if not loss.is_meta and not torch.isfinite(loss):  # a meta tensor (shapes only) has no value
-                    raise FloatingPointError(
-                        f"the loss became {loss.item()} at step {step + 1}: lower the learning rate, clip "
-                        "gradients (clip_grad_norm=1.0), or look for log(0) in the loss"
-                    )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
-                lr = optimizer.param_groups[0]["lr"]
-                optimizer.step()
-                if scheduler is not None:
-                    scheduler.step()
+                loss, metrics = _checked_loss(loss_fn(model, to_device(batch, device)), step + 1)
+                grad_norm, lr = _optimizer_step(loss, params, optimizer, scheduler, max_norm)
                 step += 1
-
-                history.step.append(step)
-                history.loss.append(loss.item())
-                history.lr.append(lr)
-                history.grad_norm.append(float(grad_norm))
-                history.time_s.append(clock())
-                for name, value in metrics.items():
-                    history.train_metrics.setdefault(name, []).append(float(value))
+                _record_step(history, step, loss.item(), lr, grad_norm, clock(), metrics)
                 if bar is not None:
                     bar.update(1)
                     if step % 10 == 0 or step == first_step + 1:
                         bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}")
-
                 if eval_fn is not None and eval_every is not None and step % eval_every == 0:
                     result = _run_eval(model, eval_fn, history, step, clock)
                     if bar is not None:
                         bar.write(f"step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in result.items()))
-                if steps is not None and step - first_step >= steps:
-                    stopped_by = "steps"
-                    break
-                if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
-                    stopped_by = "time budget"
+                stopped_by = _stop_reason(step - first_step, steps, time.perf_counter() - start, time_budget_s)
+                if stopped_by:
                     break
             else:
                 epoch += 1
@@ -372,6 +319,79 @@ def train(
     history.stopped_by = stopped_by
     history.total_time_s += time.perf_counter() - start
     return history
+
+
+# The steps of train(), in the order it takes them.
+
+
+def _check_arguments(epochs, steps, time_budget_s, clip_grad_norm, eval_fn, eval_every) -> None:
+    if epochs is None and steps is None and time_budget_s is None:
+        raise ValueError("give at least one of epochs, steps or time_budget_s, or the loop never ends")
+    for name, value in (("epochs", epochs), ("steps", steps), ("eval_every", eval_every)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if time_budget_s is not None and time_budget_s <= 0:
+        raise ValueError(f"time_budget_s must be positive, got {time_budget_s}")
+    if clip_grad_norm is not None and clip_grad_norm <= 0:
+        raise ValueError(f"clip_grad_norm must be positive, got {clip_grad_norm}")
+    if eval_every is not None and eval_fn is None:
+        raise ValueError("eval_every was given without an eval_fn to run")
+
+
+def _steps_in(epochs: int | None, batches) -> int | None:
+    """The steps of ``epochs`` passes where the batches can be counted (the progress bar's total), else None."""
+    return epochs * len(batches) if epochs is not None and hasattr(batches, "__len__") else None
+
+
+def _progress_bar(total: int | None):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="training", unit="step", leave=True)
+
+
+def _checked_loss(out, step: int) -> tuple[torch.Tensor, dict]:
+    """``(loss, metrics)`` from what ``loss_fn`` returned, or a clear error: not a scalar tensor, or not finite."""
+    loss, metrics = out if isinstance(out, tuple) else (out, {})
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        got = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise TypeError(f"loss_fn must return a scalar tensor (or (loss, metrics)), got {got}")
+    if not loss.is_meta and not torch.isfinite(loss):  # a meta tensor (shapes only) has no value
+        raise FloatingPointError(
+            f"the loss became {loss.item()} at step {step}: lower the learning rate, clip "
+            "gradients (clip_grad_norm=1.0), or look for log(0) in the loss"
+        )
+    return loss, metrics
+
+
+def _optimizer_step(loss, params, optimizer, scheduler, max_norm: float) -> tuple[torch.Tensor, float]:
+    """Backward, clip, step (and the scheduler's): the gradients' norm before clipping, and the step's rate."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
+    lr = optimizer.param_groups[0]["lr"]
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    return grad_norm, lr
+
+
+def _record_step(history: History, step: int, loss: float, lr: float, grad_norm, seconds: float, metrics) -> None:
+    history.step.append(step)
+    history.loss.append(loss)
+    history.lr.append(lr)
+    history.grad_norm.append(float(grad_norm))
+    history.time_s.append(seconds)
+    for name, value in metrics.items():
+        history.train_metrics.setdefault(name, []).append(float(value))
+
+
+def _stop_reason(steps_taken: int, steps: int | None, seconds: float, time_budget_s: float | None) -> str:
+    """Why training stops after this step ("steps", "time budget"), or "" to go on."""
+    if steps is not None and steps_taken >= steps:
+        return "steps"
+    if time_budget_s is not None and seconds >= time_budget_s:
+        return "time budget"
+    return ""
 
 
 # --------------------------------------------------------------------------------------------
