@@ -250,15 +250,7 @@ def beam_search(
     Returns ``(B, T)`` ids laid out as in :func:`greedy_decode` and, with ``return_scores``, the
     ``(B,)`` normalised scores.
     """
-    _check_encoder_decoder(model)
-    _check_src(src)
-    _check_at_least_one("beam_size", beam_size)
-    _check_at_least_one("max_len", max_len)
-    if length_penalty < 0:
-        raise ValueError(f"length_penalty (the exponent alpha) must be >= 0, got {length_penalty}")
-    if stopping not in ("exact", "first_k"):
-        raise ValueError(f"stopping must be 'exact' or 'first_k', got {stopping!r}")
-    _check_decoder_room(model, max_len)
+    _check_beam_arguments(model, src, beam_size, max_len, length_penalty, stopping)
     pad = model.pad_id if pad_id is None else pad_id
     batch, k = src.shape[0], beam_size
     device = src.device
@@ -289,24 +281,10 @@ def beam_search(
             for b in range(batch):
                 alive: list[tuple[int, int, float]] = []  # (source row, token, log P)
                 if not done[b]:
-                    for rank, (score, index) in enumerate(zip(top_scores[b], top_index[b])):
-                        if score == -math.inf or len(alive) == k:
-                            break
-                        beam, token = divmod(index, vocab)
-                        if token == eos_id:
-                            if rank < k:
-                                ids = tokens[b * k + beam, 1:].tolist() + [eos_id]
-                                finished[b].append((score / gnmt_length_penalty(length, length_penalty), ids))
-                        else:
-                            alive.append((b * k + beam, token, score))
-                    if not alive:
-                        done[b] = True
-                    elif stopping == "first_k":
-                        done[b] = len(finished[b]) >= k
-                    elif finished[b]:
-                        best_finished = max(score for score, _ in finished[b])
-                        best_live = max(score for _, _, score in alive)  # alive is sorted, but say what we mean
-                        done[b] = best_finished >= best_possible_score(best_live, max_len, length_penalty)
+                    alive = _extend(
+                        b, k, vocab, top_scores[b], top_index[b], tokens, eos_id, length, length_penalty, finished[b]
+                    )
+                    done[b] = _example_done(alive, finished[b], k, stopping, max_len, length_penalty)
                 # Keep the (B*K) layout: dead slots copy row b*K and carry a score of -inf.
                 alive = alive if not done[b] else []
                 alive += [(b * k, pad, -math.inf)] * (k - len(alive))
@@ -324,13 +302,8 @@ def beam_search(
                 break
 
         for b in range(batch):
-            if done[b]:
-                continue
-            for j in range(k):  # max_len reached: live hypotheses compete without an <eos>
-                score = scores[b, j].item()
-                if score > -math.inf:
-                    ids = tokens[b * k + j, 1:].tolist()
-                    finished[b].append((score / gnmt_length_penalty(len(ids), length_penalty), ids))
+            if not done[b]:  # max_len reached: live hypotheses compete without an <eos>
+                finished[b] += _unfinished(scores[b].tolist(), tokens[b * k : (b + 1) * k], length_penalty)
 
     if not all(finished):
         raise RuntimeError("beam search found no hypothesis with a finite score: are the logits all -inf?")
@@ -342,6 +315,63 @@ def beam_search(
     if return_scores:
         return out, torch.tensor([score for score, _ in best], dtype=torch.float64, device=device)
     return out
+
+
+# The steps of beam_search(), in the order it takes them.
+
+
+def _check_beam_arguments(model, src, beam_size: int, max_len: int, length_penalty: float, stopping: str) -> None:
+    _check_encoder_decoder(model)
+    _check_src(src)
+    _check_at_least_one("beam_size", beam_size)
+    _check_at_least_one("max_len", max_len)
+    if length_penalty < 0:
+        raise ValueError(f"length_penalty (the exponent alpha) must be >= 0, got {length_penalty}")
+    if stopping not in ("exact", "first_k"):
+        raise ValueError(f"stopping must be 'exact' or 'first_k', got {stopping!r}")
+    _check_decoder_room(model, max_len)
+
+
+def _extend(b, k, vocab, top_scores, top_index, tokens, eos_id, length, length_penalty, finished) -> list:
+    """Example ``b``'s best candidates of this step, best first: those that end in ``<eos>`` (and rank within the
+    top ``k``) go to ``finished`` as (normalised score, ids); the others, up to ``k``, stay alive as
+    (source row, token, log P)."""
+    alive: list[tuple[int, int, float]] = []
+    for rank, (score, index) in enumerate(zip(top_scores, top_index, strict=True)):
+        if score == -math.inf or len(alive) == k:
+            break
+        beam, token = divmod(index, vocab)
+        if token != eos_id:
+            alive.append((b * k + beam, token, score))
+        elif rank < k:
+            ids = tokens[b * k + beam, 1:].tolist() + [eos_id]
+            finished.append((score / gnmt_length_penalty(length, length_penalty), ids))
+    return alive
+
+
+def _example_done(alive: list, finished: list, k: int, stopping: str, max_len: int, length_penalty: float) -> bool:
+    """Whether an example's search is over: nothing alive; with "first_k", ``k`` finished; with "exact", no live
+    hypothesis can still beat the best finished one."""
+    if not alive:
+        return True
+    if stopping == "first_k":
+        return len(finished) >= k
+    if not finished:
+        return False
+    best_finished = max(score for score, _ in finished)
+    best_live = max(score for _, _, score in alive)  # alive is sorted, but say what we mean
+    return best_finished >= best_possible_score(best_live, max_len, length_penalty)
+
+
+def _unfinished(scores: list[float], beams: torch.Tensor, length_penalty: float) -> list:
+    """An example's live hypotheses at ``max_len`` (its ``K`` rows of tokens, with the ``<bos>``), scored as
+    finished ones without an ``<eos>``; dead slots (log P of -inf) left out."""
+    hypotheses = []
+    for score, row in zip(scores, beams, strict=True):
+        if score > -math.inf:
+            ids = row[1:].tolist()
+            hypotheses.append((score / gnmt_length_penalty(len(ids), length_penalty), ids))
+    return hypotheses
 
 
 def sequence_log_prob(
