@@ -93,3 +93,14 @@ def test_every_link_of_the_documents_leads_somewhere(readme):
             assert anchor in {_anchor(heading) for heading in headings}, (
                 f"{readme.relative_to(ROOT)} links to {target}, but {file.name} has no such heading"
             )
+
+
+def test_the_readmes_map_of_the_package_names_every_module():
+    """The README's map of `course_utils` (its last paragraph) names every module and sub-package, so that a new
+    one is placed in the library, the grader or the tools when it is added."""
+    package = ROOT / "course_utils"
+    modules = {path.stem for path in package.glob("*.py") if path.stem != "__init__"}
+    modules |= {path.name for path in package.iterdir() if (path / "__init__.py").is_file()}
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(?:course_utils\.)?([a-z_]+)`", text.rsplit("## More", 1)[-1]))
+    assert modules <= named, f"the README's map of course_utils misses {sorted(modules - named)}"
