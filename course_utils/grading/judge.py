@@ -38,6 +38,7 @@ import ast
 import builtins
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import sys
@@ -133,6 +134,11 @@ def _module_methods(learner: LearnerType | None) -> frozenset:
     """The public methods of PyTorch's ``nn.Module`` where ``learner`` is a module class, else none."""
     if learner is None or ("torch.nn.modules.module", "Module") not in learner.mro:
         return frozenset()
+    return _public_module_methods()
+
+
+@functools.cache
+def _public_module_methods() -> frozenset:
     from torch import nn
 
     return frozenset(name for name, value in vars(nn.Module).items() if callable(value) and not name.startswith("_"))

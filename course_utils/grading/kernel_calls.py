@@ -339,7 +339,7 @@ def _recording(names: set, largest: list | None = None, operators: bool = True):
         yield
     finally:
         hook.remove()
-        noted.clear()
+        noted[0] = None  # the frame is let go (a PyTorch call made while the modes are taken off still finds a slot)
         function_modes, dispatch_modes = _get_current_function_mode_stack(), _get_current_dispatch_mode_stack()
         if (function_modes and function_modes[-1] is functions) and (
             operator_mode is None or (dispatch_modes and dispatch_modes[-1] is operator_mode)
@@ -361,21 +361,20 @@ def _recording(names: set, largest: list | None = None, operators: bool = True):
         names.update(_watched_python_names(code_run))
 
 
-_watched_files: dict = {}  # the number of modules loaded -> {file: module name} of the watched modules
+_watched_files = [-1, {}]  # [the number of modules loaded when it was read, {file: module name} of the watched ones]
 
 
 def _watched_python_names(codes: set) -> set:
     """ "python <module>.<qualified name>" for the code objects that belong to a watched module's file."""
-    files = _watched_files.get(len(sys.modules))
-    if files is None:  # read again whenever a module was loaded since (a call may import one)
+    if _watched_files[0] != len(sys.modules):  # read again whenever a module was loaded since (a call may import one)
         files = {}
         for name, module in list(sys.modules.items()):
             if name.startswith(WATCHED_PYTHON) and not name.startswith("course_utils.grading"):
                 path = getattr(module, "__file__", None)
                 if path:
                     files[path] = name
-        _watched_files.clear()
-        _watched_files[len(sys.modules)] = files
+        _watched_files[:] = [len(sys.modules), files]
+    files = _watched_files[1]
     return {f"python {files[code.co_filename]}.{code.co_qualname}" for code in codes if code.co_filename in files}
 
 
