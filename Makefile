@@ -1,4 +1,4 @@
-# Thin wrappers around the `course` command (course_utils/cli.py). Without make: `.venv/bin/course <target>`.
+# Thin wrappers around the `course` command (course_tools/cli.py). Without make: `.venv/bin/course <target>`.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin

@@ -42,12 +42,14 @@ def test_every_module_of_the_package_is_in_a_contract():
     contracts = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
     library = next(contract for contract in contracts["contracts"] if contract["id"] == "library")
     named = {*library["source_modules"], *library["forbidden_modules"]}
-    package = REPOSITORY / "course_utils"
-    modules = {
-        f"course_utils.{path.stem}"
-        for path in [*package.glob("*.py"), *(folder / "__init__.py" for folder in package.iterdir())]
-        if path.is_file() and path.stem != "__init__"
-    } | {f"course_utils.{folder.name}" for folder in package.iterdir() if (folder / "__init__.py").is_file()}
+    modules = set()
+    for name in ("course_utils", "course_tools"):
+        package = REPOSITORY / name
+        modules |= {
+            f"{name}.{path.stem}"
+            for path in [*package.glob("*.py"), *(folder / "__init__.py" for folder in package.iterdir())]
+            if path.is_file() and path.stem != "__init__"
+        } | {f"{name}.{folder.name}" for folder in package.iterdir() if (folder / "__init__.py").is_file()}
     assert not modules - named, f"modules in no import contract of pyproject.toml: {sorted(modules - named)}"
     assert not named - modules, f"the contracts name modules that are gone: {sorted(named - modules)}"
 

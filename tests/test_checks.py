@@ -10,7 +10,8 @@ import subprocess
 import pytest
 import torch
 
-from course_utils import checks, env, robustness
+from course_tools import robustness
+from course_utils import checks, env
 
 
 def test_check_passes_inside_its_bounds_and_returns_the_value():

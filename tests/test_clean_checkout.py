@@ -1,4 +1,4 @@
-"""Running a chapter leaves the checkout clean: course_utils.nbclean as git's clean filter, the lab's
+"""Running a chapter leaves the checkout clean: course_tools.nbclean as git's clean filter, the lab's
 post-save hook, the stored kernelspec, and a lab that opens on a fresh workspace.
 
 The learner's path through `make setup` and `make lab` in a fresh clone: tests/test_learner_path.py.
@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import learner, nbclean
+from course_tools import learner_setup, nbclean
 
 ROOT = Path(__file__).resolve().parents[1]
 GIT_USER = ["-c", "user.name=Course Tests", "-c", "user.email=tests@course.invalid", "-c", "commit.gpgsign=false"]
@@ -56,8 +56,8 @@ def checkout(tmp_path):
         (repository / "notebooks" / name).write_bytes((ROOT / "notebooks" / name).read_bytes())
     (repository / ".gitattributes").write_bytes((ROOT / ".gitattributes").read_bytes())
     _git(repository, "init", "-q", "-b", "main")
-    assert learner.configure_git_filter(repository) == "set"
-    assert learner.configure_git_filter(repository) == "", "a second set-up changes nothing"
+    assert learner_setup.configure_git_filter(repository) == "set"
+    assert learner_setup.configure_git_filter(repository) == "", "a second set-up changes nothing"
     _git(repository, "add", "-A")
     _git(repository, "commit", "-q", "-m", "the course")
     return repository
@@ -73,7 +73,7 @@ def test_a_run_chapter_is_clean_for_git_and_a_changed_one_is_not(checkout, monke
     _run_all(other)
     assert _git(checkout, "diff") == "", "git diff runs the clean filter: a run shows nothing"
     # git status compares sizes before it runs a filter: the run chapters look modified until recorded.
-    assert learner.refresh_git_index(checkout) == [
+    assert learner_setup.refresh_git_index(checkout) == [
         "notebooks/02_self_attention.ipynb",
         "notebooks/13_exercises_and_self_check.ipynb",
     ]
@@ -84,7 +84,7 @@ def test_a_run_chapter_is_clean_for_git_and_a_changed_one_is_not(checkout, monke
     nb = nbformat.read(chapter, as_version=4)
     nb.cells[0].source += "\n\nMy own note."
     nbformat.write(nb, chapter)
-    assert learner.refresh_git_index(checkout) == []
+    assert learner_setup.refresh_git_index(checkout) == []
     assert _git(checkout, "status", "--porcelain") == " M notebooks/02_self_attention.ipynb\n"
     assert "My own note." in _git(checkout, "diff")
 
@@ -98,7 +98,7 @@ def test_the_labs_save_hook_records_a_run_chapter_as_unchanged(checkout, monkeyp
     class ContentsManager:
         root_dir = str(checkout)
 
-    learner.after_save(os_path=str(chapter), model={}, contents_manager=ContentsManager())
+    learner_setup.after_save(os_path=str(chapter), model={}, contents_manager=ContentsManager())
     assert _git(checkout, "status", "--porcelain") == ""
 
 
@@ -134,10 +134,10 @@ def test_every_stored_notebook_names_the_kernel_the_lab_starts():
 
 
 def test_make_lab_starts_on_an_empty_workspace_and_records_saves(tmp_path):
-    folder = learner.Paths.of(tmp_path).workspaces
+    folder = learner_setup.Paths.of(tmp_path).workspaces
     folder.mkdir(parents=True)
     (folder / "default-37a8.jupyterlab-workspace").write_text('{"data": {"notebook:x.ipynb": {}}}')
-    assert learner.fresh_workspace(tmp_path) == folder and not any(folder.iterdir())
-    config = json.loads((learner.lab_config_dir(tmp_path) / "jupyter_server_config.json").read_text())
+    assert learner_setup.fresh_workspace(tmp_path) == folder and not any(folder.iterdir())
+    config = json.loads((learner_setup.lab_config_dir(tmp_path) / "jupyter_server_config.json").read_text())
     assert config["LabApp"]["workspaces_dir"] == str(folder)
-    assert config["ContentsManager"]["post_save_hook"] == "course_utils.learner.after_save"
+    assert config["ContentsManager"]["post_save_hook"] == "course_tools.learner_setup.after_save"

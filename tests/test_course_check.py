@@ -51,7 +51,7 @@ def _check(course, folder: Path) -> subprocess.CompletedProcess:
         [
             sys.executable,
             "-m",
-            "course_utils.cli",
+            "course_tools.cli",
             "check",
             ASSIGNMENT,
             "--course-dir",

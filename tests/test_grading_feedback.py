@@ -639,11 +639,11 @@ class FormgraderServer:
     """A Jupyter server in the course directory, configured as `course lab --instructor` configures it."""
 
     def __init__(self, layout: CourseLayout, log: Path):
-        from course_utils import learner
+        from course_tools import learner_setup
 
         self.layout, self.log = layout, log
         self.token = secrets.token_hex(16)
-        config_dir = learner.lab_config_dir(layout.root, instructor=True)
+        config_dir = learner_setup.lab_config_dir(layout.root, instructor=True)
         with __import__("socket").socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from chromium import browser  # noqa: F401  (the module-scoped Chromium fixture)
 
-from course_utils import book, cli, contents
+from course_tools import book, cli, contents
 
 pytestmark = pytest.mark.slow
 

@@ -36,7 +36,7 @@ def test_nbgrader_lab_extension_is_enabled():
 
 def test_course_lab_help_lists_its_options():
     out = subprocess.run(
-        [sys.executable, "-m", "course_utils.cli", "lab", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "course_tools.cli", "lab", "--help"], capture_output=True, text=True, check=True
     ).stdout
     for option in ("--port", "--ip", "--no-browser", "--instructor"):
         assert option in out, f"`course lab --help` does not list {option}:\n{out}"

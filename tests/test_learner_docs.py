@@ -1,7 +1,7 @@
 """What the learner reads agrees with the course: one source for which chapters lead to each exercise,
 and the tutor policy for AI assistants (AGENTS.md).
 
-The chapters that lead to an exercise are those whose links point at it (`course_utils.contents`):
+The chapters that lead to an exercise are those whose links point at it (`course_tools.contents`):
 START.md and the book are written from that; the README's and chapter 13's exercise tables are
 checked against it here.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import contents
+from course_tools import contents
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import learner_checkout as lc
 import pytest
 
-from course_utils import contents
+from course_tools import contents
 from course_utils.grading import notebooks as nbtools
 
 pytestmark = pytest.mark.slow
@@ -51,8 +51,8 @@ def _solve(notebook: Path, assignment_id: str, clone: Path) -> None:
 
 
 def _save_clean(notebook: dict, path: Path) -> None:
-    """Store a notebook as the course stores it (course_utils.nbclean), byte for byte."""
-    from course_utils import nbclean
+    """Store a notebook as the course stores it (course_tools.nbclean), byte for byte."""
+    from course_tools import nbclean
 
     path.write_text(nbclean.clean_text(json.dumps(notebook)), encoding="utf-8")
 
@@ -357,12 +357,12 @@ print(json.dumps(seen))
 
 def test_learner_settings_leave_a_folder_with_its_own_nbgrader_config_alone(tmp_path):
     """Another course's folder (or an instructor's) keeps its own settings; any other folder gets the learner's."""
-    from course_utils import learner
+    from course_tools import learner_setup
 
     checkout_root, config_dir, plain, other = (tmp_path / name for name in ("course", "config", "plain", "other"))
     for folder in (checkout_root, config_dir, plain, other):
         folder.mkdir()
-    (config_dir / "nbgrader_config.py").write_text(learner.nbgrader_config_text(checkout_root))
+    (config_dir / "nbgrader_config.py").write_text(learner_setup.nbgrader_config_text(checkout_root))
     (other / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.course_id = 'other'\n")
     env = {**os.environ, "JUPYTER_CONFIG_PATH": str(config_dir), "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter")}
     env.pop("COURSE_EXCHANGE", None)
@@ -381,7 +381,7 @@ def test_learner_settings_leave_a_folder_with_its_own_nbgrader_config_alone(tmp_
 def test_one_broken_exercise_source_does_not_keep_the_others_from_the_learner(tmp_path, capsys):
     import nbformat
 
-    from course_utils import learner
+    from course_tools import learner_setup
 
     def source(name: str, code: str) -> None:
         folder = tmp_path / "solutions" / name
@@ -399,7 +399,7 @@ def test_one_broken_exercise_source_does_not_keep_the_others_from_the_learner(tm
 
     source("exa_fine", "### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION")
     source("exb_broken", "### BEGIN SOLUTION\nanswer = 42")  # the end marker is missing
-    status = learner.setup(tmp_path)
+    status = learner_setup.setup(tmp_path)
     printed = capsys.readouterr().out
     assert status == 1, "a source that cannot be generated must make `course setup` fail"
     assert "exb_broken" in printed and "could not be generated from solutions/exb_broken" in printed, printed

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import tomllib
 
-from course_utils import nbclean
+from course_tools import nbclean
 
 ROOT = Path(__file__).resolve().parent.parent
 # conda-forge names that differ from PyPI names
@@ -58,7 +58,7 @@ def test_ci_runs_make_test_with_the_default_torch_and_with_the_cpu_wheel():
 
 def test_course_command_lists_every_make_target():
     out = subprocess.run(
-        [sys.executable, "-m", "course_utils.cli", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "course_tools.cli", "--help"], capture_output=True, text=True, check=True
     ).stdout
     makefile = (ROOT / "Makefile").read_text()
     for target in ("lab", "test", "release", "grade", "bench", "html", "e2e", "clean"):
@@ -69,7 +69,7 @@ def test_course_command_lists_every_make_target():
 def test_committed_notebooks_are_clean():
     tracked = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True, text=True).stdout.split()
     dirty = nbclean.dirty_notebooks([str(ROOT / path) for path in tracked])
-    assert not dirty, f"notebooks stored with outputs or run metadata (run python -m course_utils.nbclean): {dirty}"
+    assert not dirty, f"notebooks stored with outputs or run metadata (run python -m course_tools.nbclean): {dirty}"
 
 
 def test_nbclean_removes_what_a_run_leaves_and_keeps_what_the_course_needs(tmp_path):
@@ -98,7 +98,7 @@ def test_nbclean_removes_what_a_run_leaves_and_keeps_what_the_course_needs(tmp_p
 
 
 def test_course_test_runs_side_by_side_only_the_notebooks_that_pin_one_thread(tmp_path):
-    from course_utils import cli
+    from course_tools import cli
 
     def notebook(code: str) -> Path:
         path = tmp_path / f"nb{len(list(tmp_path.iterdir()))}.ipynb"

@@ -44,7 +44,7 @@ def test_the_readme_shows_commands_at_all():
 
 @pytest.mark.parametrize("where,command", COURSE, ids=[command for _, command in COURSE])
 def test_every_course_command_in_the_readme_exists_and_answers_help(where, command, capsys):
-    from course_utils import cli
+    from course_tools import cli
 
     subcommand = shlex.split(command)[1]
     with pytest.raises(SystemExit) as stopped:

@@ -87,7 +87,7 @@ def test_the_kept_record_names_every_test_module_and_chapter():
 
 def test_a_full_run_writes_each_parts_time_and_its_longest_files(tmp_path):
     """`course test` writes how long it took into build/ (test-times.md), so that no document keeps it by hand."""
-    from course_utils import cli
+    from course_tools import cli
 
     durations = tmp_path / "test-durations.json"
     durations.write_text(json.dumps({f"tests/test_{i}.py": float(i) for i in range(12)}), encoding="utf-8")

@@ -3,7 +3,7 @@
 nbgrader's validate extension answers the Validate button with ``nbgrader.validator.Validator``, which its
 handler looks up in its own module when a request comes. Loading this extension puts the course's
 ``CourseValidator`` there, in the server's own process; the button, its URL and its answer's form stay
-nbgrader's. Enabled for learners by `course lab` (course_utils/learner.py) and deploy/install.sh:
+nbgrader's. Enabled for learners by `course lab` (course_tools/learner_setup.py) and deploy/install.sh:
 
     {"ServerApp": {"jpserver_extensions": {"course_utils.grading.validate_extension": true}}}
 """

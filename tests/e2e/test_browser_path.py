@@ -119,7 +119,7 @@ def _cell_count(notebook: Path) -> int:
     return len(json.loads(notebook.read_text(encoding="utf-8"))["cells"])
 
 
-def _course_command(course: Course, *arguments: str, module: str = "course_utils.cli", timeout_s: float = 900) -> str:
+def _course_command(course: Course, *arguments: str, module: str = "course_tools.cli", timeout_s: float = 900) -> str:
     return servers.run_checked(
         [
             sys.executable,

@@ -44,22 +44,22 @@ def cmd_setup(args: argparse.Namespace, extra: list[str]) -> int:
     _require_checkout()
     if extra:
         sys.exit(f"course setup: unknown arguments {' '.join(extra)}")
-    from . import learner
+    from . import learner_setup
 
     try:
-        return learner.setup(ROOT)
+        return learner_setup.setup(ROOT)
     except (ValueError, FileNotFoundError) as error:  # e.g. a source notebook that is not valid JSON
         sys.exit(f"course setup: {error}")
 
 
 def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
     _require_checkout()
-    from . import learner
+    from . import learner_setup
 
     if not args.instructor:
-        learner.setup(ROOT, quiet=True)  # quick when nothing changed, so that `course lab` alone is enough
-        learner.fresh_workspace(ROOT)  # START.md alone: no notebook (and kernel) of an earlier run reopened
-    config_dir = learner.lab_config_dir(ROOT, instructor=args.instructor)
+        learner_setup.setup(ROOT, quiet=True)  # quick when nothing changed, so that `course lab` alone is enough
+        learner_setup.fresh_workspace(ROOT)  # START.md alone: no notebook (and kernel) of an earlier run reopened
+    config_dir = learner_setup.lab_config_dir(ROOT, instructor=args.instructor)
     # nbgrader's extensions come enabled with it (tests/test_lab.py checks both).
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:
         extra = ["--allow-root", *extra]  # containers and CI often run as root
@@ -194,7 +194,7 @@ def _grading(name: str):
     """A subcommand of the instructor's tools (course_utils/grading/cli.py), under the same `course`."""
 
     def run(args: argparse.Namespace, extra: list[str]) -> int:
-        from .grading import cli as grading_cli
+        from course_utils.grading import cli as grading_cli
 
         return grading_cli.main([name, *extra])
 
@@ -203,13 +203,13 @@ def _grading(name: str):
 
 def cmd_attack_table(args: argparse.Namespace, extra: list[str]) -> int:
     _require_checkout()
-    from .grading import attack_table
+    from course_utils.grading import attack_table
 
     return attack_table.main(extra)
 
 
 def cmd_bench(args: argparse.Namespace, extra: list[str]) -> int:
-    from . import bench
+    from course_utils import bench
 
     return bench.main(extra)
 

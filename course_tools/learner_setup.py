@@ -22,7 +22,7 @@ in `course lab`, its terminals and kernels) and, when the Python environment is 
 .venv, to .venv/etc/jupyter/, which every `nbgrader` of that environment reads from any folder.
 
 The chapters are tracked by git and run where they are. So that running or opening one leaves the
-checkout clean (and `git pull` free to update it), `course setup` makes `course_utils.nbclean` git's
+checkout clean (and `git pull` free to update it), `course setup` makes `course_tools.nbclean` git's
 clean filter for the notebooks that `.gitattributes` names: git compares and stores them without
 outputs or run metadata, while the learner keeps their outputs on disk. A learner copy of every
 chapter, the way exercises have one, would go stale at the first `git pull` that fixes a chapter.
@@ -42,8 +42,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_utils.grading.layout import DEFAULT_COURSE_ID, EXCHANGE_ENV, CourseLayout
+
 from . import contents
-from .grading.layout import DEFAULT_COURSE_ID, EXCHANGE_ENV, CourseLayout
 
 COURSE_ID = DEFAULT_COURSE_ID
 START_PAGE = "START.md"
@@ -80,11 +81,11 @@ INSTRUCTOR_SERVER_EXTENSIONS = ["nbgrader.server_extensions.formgrader", "nbgrad
 # Next to the formgrader: its Autograde button runs `course grade` (confined), not a plain nbgrader autograde.
 COURSE_GRADE_BUTTON = "course_utils.grading.server_extension"
 VALIDATE_BUTTON = "course_utils.grading.validate_extension"  # Validate names syntax errors and missing tests
-_WRITTEN_BY = "# Written by `course setup` (course_utils/learner.py)"
+_WRITTEN_BY = "# Written by `course setup` (course_tools/learner_setup.py)"
 # git's clean filter for the notebooks that .gitattributes names (`filter=nbclean`).
 GIT_FILTER = "nbclean"
 # The lab's post-save hook: a chapter saved with outputs is recorded by git as unchanged.
-AFTER_SAVE = "course_utils.learner.after_save"
+AFTER_SAVE = "course_tools.learner_setup.after_save"
 
 
 @dataclass(frozen=True)
@@ -171,15 +172,15 @@ def write_nbgrader_config(root: str | os.PathLike) -> list[Path]:
 
 
 def git_filter_command() -> str:
-    """The clean filter's command line: this environment's Python running course_utils.nbclean.
+    """The clean filter's command line: this environment's Python running course_tools.nbclean.
 
     git runs it in the checkout's top folder, so `-m` finds the checkout's own course_utils.
     """
-    return f"{shlex.quote(sys.executable)} -m course_utils.nbclean --filter"
+    return f"{shlex.quote(sys.executable)} -m course_tools.nbclean --filter"
 
 
 def configure_git_filter(root: str | os.PathLike) -> str | None:
-    """Make course_utils.nbclean git's clean filter in the checkout at `root` (its .git/config).
+    """Make course_tools.nbclean git's clean filter in the checkout at `root` (its .git/config).
 
     Returns what changed ("set" or "updated"), "" when it was already so, None when `root` is not the
     top of a git checkout or git is missing (nothing to do: the notebooks are then not tracked).
@@ -306,7 +307,7 @@ def _restore_missing(release: Path, copy: Path) -> list[Path]:
 
 def prepare_exercises(root: str | os.PathLike) -> list[ExerciseState]:
     """A self-learner's exercises: releases regenerated if stale, published locally, fetched if missing."""
-    from .grading import pipeline
+    from course_utils.grading import pipeline
 
     paths = Paths.of(root)
     if class_exchange() is not None:
@@ -519,7 +520,7 @@ def setup(root: str | os.PathLike, quiet: bool = False) -> int:
     if filtered or (filtered == "" and not quiet):
         print(
             f"course setup: git compares and stores the chapters without outputs (clean filter {GIT_FILTER!r}: "
-            "course_utils/nbclean.py, named in .gitattributes); running them leaves `git status` clean"
+            "course_tools/nbclean.py, named in .gitattributes); running them leaves `git status` clean"
         )
     if refreshed:
         print(

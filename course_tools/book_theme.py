@@ -1,5 +1,5 @@
 """How the book looks: the chapter template (on top of nbconvert's JupyterLab template), the style
-sheet, and the pieces of HTML that `course_utils.book` puts around each page (contents, navigation).
+sheet, and the pieces of HTML that `course_tools.book` puts around each page (contents, navigation).
 
 Kept in Python strings rather than template files so that the package needs no data files.
 """
@@ -31,7 +31,7 @@ _CHAPTER = (
     r"""{%- extends 'lab/index.html.j2' -%}
 
 {%- block html_head_js_requirejs -%}
-<meta name="generator" content="course html (course_utils.book)">
+<meta name="generator" content="course html (course_tools.book)">
 <meta name="{{ resources.book.status_meta }}" content="{{ resources.book.status }}">
 {%- endblock html_head_js_requirejs -%}
 
@@ -66,7 +66,7 @@ _CHAPTER = (
 )
 
 BOOK_CSS = """\
-/* The book's layout around nbconvert's JupyterLab page (course_utils/book_theme.py). */
+/* The book's layout around nbconvert's JupyterLab page (course_tools/book_theme.py). */
 body.course-book { margin: 0; background: #fff; color: #1f2328;
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "Noto Sans CJK SC", sans-serif; }
 .book-sidebar { position: fixed; top: 0; bottom: 0; left: 0; width: 18rem; overflow-y: auto; box-sizing: border-box;
@@ -209,7 +209,7 @@ def plain_page(title: str, body: str, book, current: str | None, static: str, ex
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
-<meta name="generator" content="course html (course_utils.book)">
+<meta name="generator" content="course html (course_tools.book)">
 <title>{_e(title)}</title>
 <link rel="stylesheet" href="{static}/jupyterlab.css">
 <link rel="stylesheet" href="{static}/book.css">

@@ -1,8 +1,8 @@
 """Strip outputs and execution counts from notebooks, so that they are stored clean.
 
-    python -m course_utils.nbclean notebooks/*.ipynb solutions/*/*.ipynb
-    python -m course_utils.nbclean --check notebooks   # exit 1 and name the files that are not clean
-    python -m course_utils.nbclean --filter < run.ipynb  # the clean notebook on stdout (git's clean filter)
+    python -m course_tools.nbclean notebooks/*.ipynb solutions/*/*.ipynb
+    python -m course_tools.nbclean --check notebooks   # exit 1 and name the files that are not clean
+    python -m course_tools.nbclean --filter < run.ipynb  # the clean notebook on stdout (git's clean filter)
 
 Cleaning is nbconvert's own: its ``ClearOutputPreprocessor`` (outputs, execution counts, the
 ``collapsed``/``scrolled`` view state) and ``ClearMetadataPreprocessor`` (execution timings, widget
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     dirty = dirty_notebooks(args.paths)
     if args.check:
         if dirty:
-            print("not clean (run `python -m course_utils.nbclean` on them):", *map(str, dirty), sep="\n  ")
+            print("not clean (run `python -m course_tools.nbclean` on them):", *map(str, dirty), sep="\n  ")
             return 1
         return 0
     for path in dirty:

@@ -7,7 +7,7 @@
     relative_links(nb)    (cell index, target) for every link of a notebook that points into the course
     heading_anchor(text)  the anchor JupyterLab gives a heading, so that `chapter.ipynb#anchor` can be checked
 
-The start page (`course_utils.learner`), the book (`course_utils.book`) and the link test all read the
+The start page (`course_tools.learner_setup`), the book (`course_tools.book`) and the link test all read the
 course through this module, so that they agree on what a chapter is called and where its links go.
 """
 
