@@ -191,10 +191,10 @@ def write_test_times(
 
 
 def _grading(name: str):
-    """A subcommand of the instructor's tools (course_utils/grading/cli.py), under the same `course`."""
+    """A subcommand of the instructor's tools (course_grader/cli.py), under the same `course`."""
 
     def run(args: argparse.Namespace, extra: list[str]) -> int:
-        from course_utils.grading import cli as grading_cli
+        from course_grader import cli as grading_cli
 
         return grading_cli.main([name, *extra])
 
@@ -203,7 +203,7 @@ def _grading(name: str):
 
 def cmd_attack_table(args: argparse.Namespace, extra: list[str]) -> int:
     _require_checkout()
-    from course_utils.grading import attack_table
+    from course_grader import attack_table
 
     return attack_table.main(extra)
 

@@ -1,7 +1,7 @@
 """The learner's side of the course: their own exercises, the exchange, nbgrader's settings, the lab.
 
 A self-learner needs no instructor. `course setup` (run by `make setup`, and so by `make lab`) does
-what an instructor and a learner would do, through nbgrader (`course_utils.grading.pipeline`):
+what an instructor and a learner would do, through nbgrader (`course_grader.exchange.pipeline`):
 
     solutions/<id>/                        the sources (answers and hidden tests inside)
       -> build/learner/course/release/<id>/  release notebooks (generate_assignment), only when a source changed
@@ -42,7 +42,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.grading.layout import DEFAULT_COURSE_ID, EXCHANGE_ENV, CourseLayout
+from course_grader.ground.layout import DEFAULT_COURSE_ID, EXCHANGE_ENV, CourseLayout
 
 from . import contents
 
@@ -79,8 +79,8 @@ INSTRUCTOR_PLUGINS = [
 ]
 INSTRUCTOR_SERVER_EXTENSIONS = ["nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list"]
 # Next to the formgrader: its Autograde button runs `course grade` (confined), not a plain nbgrader autograde.
-COURSE_GRADE_BUTTON = "course_utils.grading.server_extension"
-VALIDATE_BUTTON = "course_utils.grading.validate_extension"  # Validate names syntax errors and missing tests
+COURSE_GRADE_BUTTON = "course_grader.exchange.server_extension"
+VALIDATE_BUTTON = "course_grader.exchange.validate_extension"  # Validate names syntax errors and missing tests
 _WRITTEN_BY = "# Written by `course setup` (course_tools/learner_setup.py)"
 # git's clean filter for the notebooks that .gitattributes names (`filter=nbclean`).
 GIT_FILTER = "nbclean"
@@ -307,7 +307,7 @@ def _restore_missing(release: Path, copy: Path) -> list[Path]:
 
 def prepare_exercises(root: str | os.PathLike) -> list[ExerciseState]:
     """A self-learner's exercises: releases regenerated if stale, published locally, fetched if missing."""
-    from course_utils.grading import pipeline
+    from course_grader.exchange import pipeline
 
     paths = Paths.of(root)
     if class_exchange() is not None:

@@ -41,7 +41,7 @@ def _make_interpreter_patching_exact() -> bool:
     ``staticmethod`` becomes its bare function), and a jit function of its own library (``tl.max``,
     ``tl.sum``) called inside a kernel leaves its swaps in place, new ones at every call. The kernels compute
     the same either way; but a grader that checks that the libraries its tests rely on are unchanged after the
-    learner's code ran (course_utils/grading/kernel_guard.py) sees every launch change them. Here the
+    learner's code ran (course_grader/guard/kernel_guard.py) sees every launch change them. Here the
     interpreter records what a namespace itself holds and puts exactly that back, also after a library jit
     function. Returns False where this Triton's interpreter is laid out differently (nothing is changed)."""
     try:

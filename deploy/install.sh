@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The course's shared environment for a class on one JupyterHub server (Debian/Ubuntu, run as root):
 # one Python environment that every account runs and nobody but root can change, holding the course
-# (course_utils, torch, JupyterLab, nbgrader), JupyterHub and configurable-http-proxy.
+# (the course's packages, torch, JupyterLab, nbgrader), JupyterHub and configurable-http-proxy.
 #
 #   sudo deploy/install.sh [PREFIX]            PREFIX defaults to /opt/transformers-course
 #
@@ -58,7 +58,8 @@ fi
 # cannot read. It is built from a copy, so that the checkout gets no build/ or egg-info folders.
 build="$(mktemp -d)"
 trap 'rm -rf "$build"' EXIT
-cp -r "$SOURCE/pyproject.toml" "$SOURCE/README.md" "$SOURCE/LICENSE" "$SOURCE/course_utils" "$build/"
+cp -r "$SOURCE/pyproject.toml" "$SOURCE/README.md" "$SOURCE/LICENSE" \
+    "$SOURCE/course_utils" "$SOURCE/course_grader" "$SOURCE/course_tools" "$build/"
 say "installing the course and $JUPYTERHUB_SPEC"
 "${pip[@]}" install "$build" "$JUPYTERHUB_SPEC"
 
@@ -76,7 +77,7 @@ install -d -m 0755 "$PREFIX/etc/jupyter/jupyter_server_config.d" "$PREFIX/etc/ju
 cat > "$PREFIX/etc/jupyter/jupyter_server_config.d/transformers-course.json" <<'JSON'
 {"LabApp": {"extension_manager": "readonly"},
  "ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": false,
-                                        "course_utils.grading.validate_extension": true}}}
+                                        "course_grader.exchange.validate_extension": true}}}
 JSON
 cat > "$PREFIX/etc/jupyter/labconfig/page_config.json" <<'JSON'
 {"disabledExtensions": {"@jupyter/nbgrader:formgrader": true, "@jupyter/nbgrader:create-assignment": true}}
@@ -86,7 +87,7 @@ chown -R root:root "$PREFIX"
 chmod -R u+w,go-w,a+rX "$PREFIX"
 
 say "checking the environment as an unprivileged account"
-runuser -u nobody -- env HOME=/tmp "$PREFIX/bin/python" -c "import course_utils, jupyterhub, nbgrader, torch" \
+runuser -u nobody -- env HOME=/tmp "$PREFIX/bin/python" -c "import course_utils, course_grader, course_tools, jupyterhub, nbgrader, torch" \
     || fail "an unprivileged account cannot import the course from $PREFIX"
 runuser -u nobody -- env HOME=/tmp "$PREFIX/bin/jupyterhub-singleuser" --version >/dev/null \
     || fail "an unprivileged account cannot run $PREFIX/bin/jupyterhub-singleuser"

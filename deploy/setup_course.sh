@@ -52,7 +52,7 @@ chown -R "$COURSE_GRADER:$COURSE_GRADER" "$COURSE_DIR"
 # shared environment keeps off for everyone else (deploy/install.sh).
 install -d -m 0700 -o "$COURSE_GRADER" -g "$COURSE_GRADER" "$grader_home/.jupyter" "$grader_home/.jupyter/labconfig"
 # The formgrader's Autograde button runs `course grade` (confined) through the course's server extension.
-echo '{"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": true, "course_utils.grading.server_extension": true}}}' \
+echo '{"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": true, "course_grader.exchange.server_extension": true}}}' \
     > "$grader_home/.jupyter/jupyter_server_config.json"
 echo '{"disabledExtensions": {"@jupyter/nbgrader:formgrader": false, "@jupyter/nbgrader:create-assignment": false}}' \
     > "$grader_home/.jupyter/labconfig/page_config.json"

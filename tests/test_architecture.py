@@ -15,10 +15,10 @@ except ModuleNotFoundError:  # Python 3.10: import-linter brings tomli there, th
     import tomli as tomllib
 
 REPOSITORY = Path(__file__).resolve().parents[1]
-GRADING = REPOSITORY / "course_utils" / "grading"
+GRADER = REPOSITORY / "course_grader"
 # What the kernel guard loads by path into every learner's kernel, before any learner code
 # (kernel_guard._part): these files may import the standard library and nothing else, not even each other.
-GUARD_FILES = ("kernel_guard.py", "guard_references.py", "guard_output.py", "messages.py")
+GUARD_FILES = ("guard/kernel_guard.py", "guard/references.py", "guard/output.py", "ground/messages.py")
 
 
 def test_import_contracts_hold():
@@ -42,7 +42,7 @@ def test_every_module_of_the_package_is_in_a_contract():
     contracts = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
     library = next(contract for contract in contracts["contracts"] if contract["id"] == "library")
     named = {*library["source_modules"], *library["forbidden_modules"]}
-    modules = set()
+    modules = {"course_grader"}
     for name in ("course_utils", "course_tools"):
         package = REPOSITORY / name
         modules |= {
@@ -71,7 +71,7 @@ def outside_the_standard_library(path: Path) -> list[str]:
 
 
 def test_the_kernel_guard_uses_the_standard_library_only():
-    outside = {name: found for name in GUARD_FILES if (found := outside_the_standard_library(GRADING / name))}
+    outside = {name: found for name in GUARD_FILES if (found := outside_the_standard_library(GRADER / name))}
     assert not outside, (
         "the kernel guard is loaded by path into learners' kernels before any learner code and may import the "
         f"standard library only (anything else is the learner's to replace first): {outside}"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from grading_support import fixtures
 
-from course_utils.grading import notebooks
-from course_utils.grading.layout import CourseLayout
+from course_grader.ground import notebooks
+from course_grader.ground.layout import CourseLayout
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "ex1_manual_attention"
@@ -31,7 +31,7 @@ def course(tmp_path_factory):
     shutil.copytree(REPOSITORY / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
     shutil.copy(REPOSITORY / "nbgrader_config.py", root)
     layout = CourseLayout.from_directory(root, exchange=root / "exchange")
-    from course_utils.grading import pipeline
+    from course_grader.exchange import pipeline
 
     pipeline.generate_release(layout, [ASSIGNMENT])
     return layout

@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 from grading_support import fixtures
 
-from course_utils.grading import attack_table, notebooks, pipeline
-from course_utils.grading.autograde import grade
-from course_utils.grading.layout import CourseLayout
-from course_utils.grading.session import sandbox_processes
+from course_grader import attack_table
+from course_grader.autograde import grade
+from course_grader.exchange import pipeline
+from course_grader.ground import notebooks
+from course_grader.ground.layout import CourseLayout
+from course_grader.sandbox.session import sandbox_processes
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPOSITORY / "tests" / "submissions"

@@ -1,4 +1,4 @@
-"""`course export` / `nbgrader export` (course_utils/grading/export.py): work not handed in is empty, not 0.0."""
+"""`course export` / `nbgrader export` (course_grader/exchange/export.py): work not handed in is empty, not 0.0."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import datetime
 
 from nbgrader.api import Gradebook
 
-from course_utils.grading.export import COLUMNS, CourseCsvExport
-from course_utils.grading.formgrader import NO_ROSTER_NAME
+from course_grader.exchange.export import COLUMNS, CourseCsvExport
+from course_grader.exchange.formgrader import NO_ROSTER_NAME
 
 
 def test_unsubmitted_work_is_empty_and_names_with_commas_keep_their_columns(tmp_path):

@@ -1,6 +1,6 @@
 """The learner's feedback and the instructor's formgrader after `course grade`.
 
-Fast (no grading): the sanitiser on learner HTML and Markdown (course_utils/grading/safe_html.py), the
+Fast (no grading): the sanitiser on learner HTML and Markdown (course_grader/ground/safe_html.py), the
 rewriting of test tracebacks (feedback.LearnerErrors), the report's lists.
 
 Slow: one temporary course with ex1_manual_attention. Learners fetch it from the exchange, fill it in
@@ -44,10 +44,11 @@ from bs4 import BeautifulSoup
 from chromium import browser  # noqa: F401  (the module-scoped Chromium fixture)
 from grading_support import fixtures
 
-from course_utils.grading import feedback, notebooks, pipeline, render, safe_html
-from course_utils.grading.autograde import GradeRecord, grade
-from course_utils.grading.execute import JUDGED_NOTE
-from course_utils.grading.layout import CourseLayout
+from course_grader.autograde import GradeRecord, grade
+from course_grader.exchange import feedback, pipeline
+from course_grader.ground import notebooks, render, safe_html
+from course_grader.ground.layout import CourseLayout
+from course_grader.judging.execute import JUDGED_NOTE
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPOSITORY / "tests" / "submissions"
@@ -234,7 +235,7 @@ def test_a_failing_test_shows_its_message_and_the_learners_frames_only():
 
 
 def test_the_report_lists_failing_tests_and_manual_points(tmp_path):
-    from course_utils.grading.report import write_report
+    from course_grader.ground.report import write_report
 
     record = GradeRecord(
         "ada",
@@ -256,7 +257,7 @@ def test_the_report_lists_failing_tests_and_manual_points(tmp_path):
 
 
 def test_the_report_and_the_csv_show_every_finding(tmp_path):
-    from course_utils.grading.report import read_csv, write_csv, write_report
+    from course_grader.ground.report import read_csv, write_csv, write_report
 
     findings = [
         dict(code="renamed-notebook", severity="repaired", message="graded copy.ipynb as ex1.ipynb", notebook="ex1"),
@@ -297,7 +298,7 @@ def test_a_feedback_folder_without_secret_or_timestamp_is_made_releasable(tmp_pa
 
 
 def test_a_roster_that_is_not_nbgraders_format_is_named(tmp_path):
-    from course_utils.grading import formgrader
+    from course_grader.exchange import formgrader
 
     layout = CourseLayout.from_directory(tmp_path)
     (tmp_path / "roster.csv").write_text("name,surname\nAda,Lovelace\n")
@@ -493,7 +494,7 @@ def test_feedback_is_released_and_each_learner_fetches_their_own(klass):
 def test_learners_have_names_and_a_roster_names_them(klass):
     from nbgrader.api import Gradebook
 
-    from course_utils.grading import formgrader
+    from course_grader.exchange import formgrader
 
     layout = klass["layout"]
     with Gradebook(layout.db_url, layout.course_id) as gradebook:

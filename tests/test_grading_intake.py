@@ -1,7 +1,7 @@
 """What a learner hands in is data: links, hard links, FIFOs, sockets, devices and names that are not
 UTF-8 in a submission or in the exchange are never followed or opened, and each is reported.
 
-Fast checks of intake.py, the preflight and the collect copy on hand-made trees, then one `grade`
+Fast checks of untrusted.py, the preflight and the collect copy on hand-made trees, then one `grade`
 run (no kernel starts: every submission here is refused before anything executes) showing that a
 batch of such submissions ends with one row each, a CSV and a report.
 """
@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.grading import intake, notebooks, pipeline
-from course_utils.grading.autograde import grade
-from course_utils.grading.layout import CourseLayout
-from course_utils.grading.preflight import inspect_submission
-from course_utils.grading.report import read_csv
+from course_grader.autograde import grade
+from course_grader.exchange import pipeline
+from course_grader.ground import notebooks, untrusted
+from course_grader.ground.layout import CourseLayout
+from course_grader.ground.report import read_csv
+from course_grader.judging.preflight import inspect_submission
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "ex1_manual_attention"
@@ -86,7 +87,7 @@ def _every_kind(folder: Path, outside: Path) -> None:
 def test_scan_reports_every_kind_and_follows_nothing(tmp_path, outside):
     folder = tmp_path / "submission"
     _every_kind(folder, outside)
-    scan = intake.scan_tree(folder)
+    scan = untrusted.scan_tree(folder)
     problems = {entry.path: code for entry, code, _ in scan.problems()}
     assert problems == {
         "absolute": "symlink",
@@ -103,11 +104,11 @@ def test_scan_reports_every_kind_and_follows_nothing(tmp_path, outside):
     )
     readable = {entry.path for entry in scan.files()}
     assert readable == {"plain.txt", "sub/inner.txt", "sub/same_file_twice.txt", LATIN1}, readable
-    assert intake.display(LATIN1) == "caf\\xe9.py" and intake.display("a\nb") == "a\\nb"
-    with pytest.raises(intake.UnsafePath, match="hard link"):
-        intake.read_file(scan, scan.get("hard"))
-    with pytest.raises(intake.UnsafePath, match="symbolic link"):
-        intake.scan_tree(folder / "to_folder")
+    assert untrusted.display(LATIN1) == "caf\\xe9.py" and untrusted.display("a\nb") == "a\\nb"
+    with pytest.raises(untrusted.UnsafePath, match="hard link"):
+        untrusted.read_file(scan, scan.get("hard"))
+    with pytest.raises(untrusted.UnsafePath, match="symbolic link"):
+        untrusted.scan_tree(folder / "to_folder")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
@@ -115,7 +116,7 @@ def test_scan_reports_a_device_without_opening_it(tmp_path):
     folder = tmp_path / "submission"
     folder.mkdir()
     os.mknod(folder / "zero", 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero: reading it never ends
-    scan = intake.scan_tree(folder)
+    scan = untrusted.scan_tree(folder)
     assert [(entry.path, code) for entry, code, _ in scan.problems()] == [("zero", "special-file")]
     assert "character device" in scan.problem(scan.get("zero"))[1]
 
@@ -124,11 +125,11 @@ def test_a_file_swapped_for_a_link_after_the_scan_is_not_read(tmp_path, outside)
     folder = tmp_path / "submission"
     folder.mkdir()
     (folder / NOTEBOOK).write_text("{}")
-    scan = intake.scan_tree(folder)
+    scan = untrusted.scan_tree(folder)
     (folder / NOTEBOOK).unlink()
     (folder / NOTEBOOK).symlink_to(outside)
-    with pytest.raises(intake.UnsafePath):
-        intake.read_file(scan, scan.get(NOTEBOOK))
+    with pytest.raises(untrusted.UnsafePath):
+        untrusted.read_file(scan, scan.get(NOTEBOOK))
 
 
 def test_fingerprint_of_plain_files_is_unchanged_and_covers_links_by_name(tmp_path, outside):
@@ -139,13 +140,13 @@ def test_fingerprint_of_plain_files_is_unchanged_and_covers_links_by_name(tmp_pa
     (folder / "sub.txt").write_text("b")
     earlier = hashlib.sha256()
     pipeline.hash_tree(folder, earlier)  # the grader's earlier fingerprint: existing grades stay valid
-    assert intake.fingerprint(intake.scan_tree(folder)).hexdigest() == earlier.hexdigest()
+    assert untrusted.fingerprint(untrusted.scan_tree(folder)).hexdigest() == earlier.hexdigest()
     (folder / "link").symlink_to(outside)
-    with_link = intake.fingerprint(intake.scan_tree(folder)).hexdigest()
+    with_link = untrusted.fingerprint(untrusted.scan_tree(folder)).hexdigest()
     outside.write_text("changed")
-    assert intake.fingerprint(intake.scan_tree(folder)).hexdigest() == with_link, "a link's target was read"
+    assert untrusted.fingerprint(untrusted.scan_tree(folder)).hexdigest() == with_link, "a link's target was read"
     (folder / LATIN1).write_text("x")
-    intake.fingerprint(intake.scan_tree(folder))  # names that are not UTF-8 are hashed as bytes
+    untrusted.fingerprint(untrusted.scan_tree(folder))  # names that are not UTF-8 are hashed as bytes
 
 
 def _assignment(tmp_path):
@@ -198,10 +199,10 @@ def test_preflight_grades_a_notebook_with_a_latin1_name_and_reports_the_name(tmp
 def test_collect_copy_takes_files_and_folders_only(tmp_path, outside):
     source = tmp_path / "inbound" / "ada+ex1+2025-01-15 12:00:00.000000 UTC"
     _every_kind(source, outside)
-    (source / intake.COLLECT_REFUSALS).write_text('{"refused": []}')  # a learner's forged list
+    (source / untrusted.COLLECT_REFUSALS).write_text('{"refused": []}')  # a learner's forged list
     (source / "__pycache__").mkdir()
     (source / "__pycache__" / "x.pyc").write_bytes(b"\0")
-    copied = intake.copy_tree(source, tmp_path / "dest", exclude=["__pycache__"])
+    copied = untrusted.copy_tree(source, tmp_path / "dest", exclude=["__pycache__"])
     assert set(copied.copied) == {"plain.txt", "sub/inner.txt", "sub/same_file_twice.txt", LATIN1}
     refused = {item["path"] for item in copied.refused}
     assert refused == {
@@ -213,13 +214,13 @@ def test_collect_copy_takes_files_and_folders_only(tmp_path, outside):
         "hard",
         "fifo",
         "sock",
-        intake.COLLECT_REFUSALS,
+        untrusted.COLLECT_REFUSALS,
     }, refused
     kinds = {path.relative_to(tmp_path / "dest"): path.lstat().st_mode for path in (tmp_path / "dest").rglob("*")}
     assert all(stat.S_ISREG(mode) or stat.S_ISDIR(mode) for mode in kinds.values()), kinds
     linked = tmp_path / "inbound" / "eve+ex1+2025-01-15 12:00:00.000000 UTC"
     linked.symlink_to(outside.parent, target_is_directory=True)
-    whole = intake.copy_tree(linked, tmp_path / "dest-eve")
+    whole = untrusted.copy_tree(linked, tmp_path / "dest-eve")
     assert not whole.copied and "symbolic link" in whole.refused[0]["reason"], whole
     assert not any((tmp_path / "dest-eve").iterdir())
 
@@ -276,7 +277,7 @@ def test_a_batch_of_unreadable_submissions_ends_with_one_row_each(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# intake.remove_tree: the grader's one way to delete what a kernel or a learner wrote.
+# untrusted.remove_tree: the grader's one way to delete what a kernel or a learner wrote.
 # ------------------------------------------------------------------------------------------------
 def _scratch(tmp_path: Path) -> Path:
     """A folder for a large tree: on /dev/shm where it is a writable tmpfs (a disk's rmdir of 100,000
@@ -312,11 +313,11 @@ def test_remove_tree_takes_a_chain_100000_folders_deep(tmp_path):
     try:
         _chain(root, 100_000)
         began = time.perf_counter()
-        problems = intake.remove_tree(root)
+        problems = untrusted.remove_tree(root)
         seconds = time.perf_counter() - began
     finally:
         if scratch != tmp_path:
-            intake.remove_tree(scratch)
+            untrusted.remove_tree(scratch)
     print(f"100,000-deep chain removed in {seconds:.2f} s")
     assert problems == [] and not root.exists(), problems
 
@@ -326,14 +327,14 @@ def test_remove_tree_follows_no_link_and_leaves_everything_outside(tmp_path, out
     _every_kind(folder, outside)  # links to the outside file and folder, a hard link, a FIFO, a socket
     (folder / "sub" / "to_root").symlink_to("/", target_is_directory=True)
     before = sorted(p.name for p in outside.parent.iterdir())
-    problems = intake.remove_tree(folder)
+    problems = untrusted.remove_tree(folder)
     assert problems == [] and not folder.exists(), problems
     assert sorted(p.name for p in outside.parent.iterdir()) == before
     assert outside.read_text() == '{"secret": "model solution"}' and os.stat(outside).st_nlink == 1
     link = tmp_path / "a-link-given-as-the-root"
     link.symlink_to(outside.parent, target_is_directory=True)
-    assert intake.remove_tree(link) == [] and not os.path.lexists(link) and outside.exists()
-    assert intake.remove_tree(tmp_path / "never-there") == []
+    assert untrusted.remove_tree(link) == [] and not os.path.lexists(link) and outside.exists()
+    assert untrusted.remove_tree(tmp_path / "never-there") == []
 
 
 def test_remove_tree_takes_names_that_are_not_utf8_or_hold_newlines_and_sheer_count(tmp_path):
@@ -350,7 +351,7 @@ def test_remove_tree_takes_names_that_are_not_utf8_or_hold_newlines_and_sheer_co
         (many / f"f{index}").touch()
         if index % 10 == 0:
             (many / f"d{index}").mkdir()
-    assert intake.remove_tree(folder, keep_root=True) == []
+    assert untrusted.remove_tree(folder, keep_root=True) == []
     assert folder.is_dir() and os.listdir(folder) == []
 
 
@@ -371,7 +372,7 @@ def test_remove_tree_opens_folders_with_mode_000_without_root_rights(tmp_path):
     os.chmod(folder / "readonly", 0o500)
     try:
         if os.geteuid() != 0:
-            assert intake.remove_tree(folder, keep_root=True) == []
+            assert untrusted.remove_tree(folder, keep_root=True) == []
         else:  # as root, permissions never stop the walk: run it as the tree's owner, an unprivileged uid
             uid = 1_639_990
             for path, folders, files in os.walk(folder):
@@ -384,19 +385,19 @@ def test_remove_tree_opens_folders_with_mode_000_without_root_rights(tmp_path):
                 try:
                     os.setresgid(uid, uid, uid)
                     os.setresuid(uid, uid, uid)
-                    code = 0 if intake.remove_tree(folder, keep_root=True) == [] else 1
+                    code = 0 if untrusted.remove_tree(folder, keep_root=True) == [] else 1
                 finally:
                     os._exit(code)
             _, status = os.waitpid(pid, 0)
             assert os.waitstatus_to_exitcode(status) == 0, "the unprivileged owner could not empty the tree"
         assert os.listdir(folder) == []
     finally:
-        assert intake.remove_tree(base) == []
+        assert untrusted.remove_tree(base) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a filesystem needs root")
 def test_remove_tree_stays_on_one_filesystem(tmp_path, outside):
-    from course_utils.grading import namespaces
+    from course_grader.sandbox import namespaces
 
     folder = tmp_path / "with-mount"
     mounted = folder / "a" / "mounted"
@@ -405,9 +406,9 @@ def test_remove_tree_stays_on_one_filesystem(tmp_path, outside):
     try:
         (mounted / "not-mine.txt").write_text("on another filesystem")
         (folder / "a" / "mine.txt").write_text("x")
-        problems = intake.remove_tree(folder)
+        problems = untrusted.remove_tree(folder)
         assert "another filesystem" in problems[0] and "a: could not be removed" in problems[1], problems
         assert (mounted / "not-mine.txt").exists() and not (folder / "a" / "mine.txt").exists()
     finally:
         namespaces.umount(mounted)
-    assert intake.remove_tree(folder) == [] and not folder.exists()
+    assert untrusted.remove_tree(folder) == [] and not folder.exists()

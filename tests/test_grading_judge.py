@@ -1,4 +1,4 @@
-"""The judge (course_utils/grading/judge.py) and its channel into the kernel (kernel_calls.py), without a kernel.
+"""The judge (course_grader/judging/judge.py) and its channel into the kernel (kernel_calls.py), without a kernel.
 
 The kernel's side is run in this process on a namespace of our own, so that what crosses the channel
 can be checked directly: data only (JSON, .npy without pickle), the learner's results and exceptions
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.grading import judge, kernel_calls
+from course_grader.guard import kernel_calls
+from course_grader.judging import judge
 
 
 def _kernel(namespace: dict, sent: list[str]):
@@ -201,7 +202,7 @@ def test_a_learners_module_stays_in_the_kernel_and_is_worked_by_handle(learner):
     hidden = (
         "import torch\n"
         "from torch import nn\n"
-        "from course_utils.grading.judge import fetch, is_instance, learner_class, learner_type, vjp\n"
+        "from course_grader.judging.judge import fetch, is_instance, learner_class, learner_type, vjp\n"
         "assert learner_class(Layer).module == '__main__' and ('torch.nn.modules.module', 'Module') in learner_class(Layer).mro\n"
         "torch.manual_seed(0)\n"
         "layer = Layer(4).eval()\n"
@@ -253,7 +254,7 @@ def test_a_modules_methods_take_one_question_each_and_anything_else_stays_an_att
     Net.__module__ = "__main__"
     learner["Net"] = Net
     hidden = (
-        "from course_utils.grading.judge import LearnerRaised, ModuleMethod\n"
+        "from course_grader.judging.judge import LearnerRaised, ModuleMethod\n"
         "net = Net()\n"
         'assert net.train(False) is not None and net.eval() == "learner\'s eval"\n'
         "state = net.state_dict()\n"
@@ -302,7 +303,7 @@ def test_library_code_loaded_between_two_recorded_calls_is_named_in_the_second(l
     learner.update(first=first, second=second)
     hidden = (
         "import torch\n"
-        "from course_utils.grading.judge import recording\n"
+        "from course_grader.judging.judge import recording\n"
         "with recording(operators=False) as ran:\n"
         "    first(torch.ones(2))\n"
         "assert not any('scratch_watched' in name for name in ran), sorted(ran)\n"
@@ -322,7 +323,7 @@ def test_what_runs_in_the_learners_call_is_recorded_by_name(learner):
     learner["honest"] = lambda q: torch.softmax(q @ q.transpose(-2, -1), dim=-1) @ q
     hidden = (
         "import torch\n"
-        "from course_utils.grading.judge import recording\n"
+        "from course_grader.judging.judge import recording\n"
         "q = torch.randn(1, 3, 4)\n"
         "with recording() as ran:\n"
         "    sneaky(q)\n"
@@ -351,7 +352,7 @@ def test_library_code_called_unbound_shows_and_a_recording_switched_off_is_for_r
     learner.update(borrowed=borrowed, hiding=hiding)
     hidden = (
         "import torch\n"
-        "from course_utils.grading.judge import assert_not_run, recording\n"
+        "from course_grader.judging.judge import assert_not_run, recording\n"
         "with recording() as ran:\n"
         "    borrowed(torch.randn(1, 3, 8))\n"
         "assert_not_run(ran, {'TransformerEncoderLayer': 'nn.TransformerEncoderLayer'}, 'EncoderLayer')\n"
@@ -391,7 +392,7 @@ def test_a_timing_probe_is_handed_to_learner_code_and_tells_what_it_saw(learner)
 
     learner["benchmark"] = benchmark
     hidden = (
-        "from course_utils.grading.judge import probe_timing\n"
+        "from course_grader.judging.judge import probe_timing\n"
         "fn = probe_timing(benchmark, 'workload', first=[0.05], then=[0.0, 0.02])\n"
         "times = benchmark(fn, 3, repeats=4)\n"
         "assert times[0] >= 0.05 and times[1] < 0.01 and times[2] >= 0.02 and times[3] < 0.01, times\n"
@@ -401,7 +402,7 @@ def test_a_timing_probe_is_handed_to_learner_code_and_tells_what_it_saw(learner)
     _, error = judge.Judge(_kernel(learner, [])).run(hidden)
     assert error is None, repr(error)
     _, error = judge.Judge(_kernel(learner, [])).run(
-        "from course_utils.grading.judge import probe_timing\nprobe_timing(benchmark, 'workload', then=[60])\n"
+        "from course_grader.judging.judge import probe_timing\nprobe_timing(benchmark, 'workload', then=[60])\n"
     )
     assert isinstance(error, judge.LearnerRaised) and error.kind == "ValueError", repr(error)
 
@@ -421,7 +422,7 @@ def test_learner_code_run_on_the_pretend_gpu_sees_queued_work_only_when_it_synch
     learner["timed"] = timed
     real_synchronize = torch.cuda.synchronize
     hidden = (
-        "from course_utils.grading.judge import probe_timing\n"
+        "from course_grader.judging.judge import probe_timing\n"
         "gpu = probe_timing(timed, 'pretend_gpu')\n"
         "queued = gpu.workload(then=[0.05])\n"
         "assert gpu.run(timed, queued, True) >= 0.05\n"
@@ -439,7 +440,7 @@ def test_a_learners_module_instance_is_held_and_the_kernels_clock_can_be_read(le
 
     learner["model"] = nn.Linear(2, 3)
     hidden = (
-        "from course_utils.grading.judge import kernel_cpu_seconds, learner_type\n"
+        "from course_grader.judging.judge import kernel_cpu_seconds, learner_type\n"
         "assert learner_type(model).name == 'Linear' and tuple(model.weight.shape) == (3, 2)\n"
         "assert kernel_cpu_seconds(model) > 0\n"
     )
@@ -497,7 +498,7 @@ def test_a_probe_language_model_is_made_from_data_in_the_kernel_and_handed_to_le
     state = torch.random.get_rng_state()
     hidden = (
         "import torch\n"
-        "from course_utils.grading.judge import LearnerRaised, learner_type, probe_language_model\n"
+        "from course_grader.judging.judge import LearnerRaised, learner_type, probe_language_model\n"
         "honest = probe_language_model(leaks_future, vocab_size=10, seed=4).eval()\n"
         "leaky = probe_language_model(leaks_future, vocab_size=10, seed=4, mask='off_by_one')\n"
         "assert leaks_future(honest, 10, 6) is False and leaks_future(leaky, 10, 6) is True\n"
@@ -524,7 +525,7 @@ def test_recordings_nest_and_measure_the_largest_tensor_made(learner):
     learner["scores"] = lambda q: torch.softmax(q @ q.transpose(-2, -1), dim=-1)
     hidden = (
         "import torch\n"
-        "from course_utils.grading.judge import recording\n"
+        "from course_grader.judging.judge import recording\n"
         "q = torch.randn(1, 50, 4)\n"
         "with recording() as outer:\n"
         "    with recording() as inner:\n"
@@ -544,7 +545,7 @@ def test_a_recording_without_operators_still_sees_functions_modules_and_library_
     learner["encode"] = lambda x: layer(torch.softmax(x, dim=-1))
     hidden = (
         "import torch\n"
-        "from course_utils.grading.judge import recording\n"
+        "from course_grader.judging.judge import recording\n"
         "x = torch.randn(1, 3, 8)\n"
         "with recording(operators=False) as light:\n"
         "    encode(x)\n"
@@ -577,7 +578,7 @@ def test_every_library_function_on_the_way_to_pytorch_is_recorded_whatever_ran_j
     learner["encode"] = encode
     hidden = (
         "import torch\n"
-        "from course_utils.grading.judge import recording\n"
+        "from course_grader.judging.judge import recording\n"
         "x = torch.randn(1, 3, 8)\n"
         "with recording(operators=False) as ran:\n"
         "    encode(x)\n"

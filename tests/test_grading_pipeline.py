@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 from grading_support import fixtures
 
-from course_utils.grading import notebooks, pipeline
-from course_utils.grading.autograde import grade
-from course_utils.grading.layout import CourseLayout, discover_assignments
+from course_grader.autograde import grade
+from course_grader.exchange import pipeline
+from course_grader.ground import notebooks
+from course_grader.ground.layout import CourseLayout, discover_assignments
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPOSITORY / "tests" / "submissions"
@@ -296,7 +297,7 @@ def test_collect_leaves_links_and_fifos_in_the_exchange_and_grading_reports_them
 
 def test_a_row_that_ended_in_an_error_is_run_again_without_force(graded, course, monkeypatch):
     """A machine problem (here: a grading worker that crashes) must not stick to an unchanged submission."""
-    from course_utils.grading import grade_execute
+    from course_grader.stages import run
 
     assignment = course.assignment(CYCLE_ASSIGNMENT)
     release = fixtures.release_notebook(course, assignment)
@@ -307,7 +308,7 @@ def test_a_row_that_ended_in_an_error_is_run_again_without_force(graded, course,
         raise MemoryError("the machine, not the submission")
 
     with monkeypatch.context() as patch:
-        patch.setattr(grade_execute, "_worker", crash)
+        patch.setattr(run, "_worker", crash)
         first = _row(
             grade(course, workers=1, students=["unlucky"], feedback=False, log=print), "unlucky", assignment.id
         )

@@ -1,4 +1,4 @@
-"""The confinement of grading kernels (course_utils/grading/sandbox.py, bwrap.py, limits.py), tested
+"""The confinement of grading kernels (course_grader/sandbox/sandbox.py, bwrap.py, limits.py), tested
 directly: a sandbox session is started, kernels are launched the way nbgrader launches them, and
 code runs in them that tries what a learner's code could try.
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.grading import bwrap, limits, sandbox
-from course_utils.grading.layout import CourseLayout
-from course_utils.grading.session import KERNEL_NAME, SandboxSession
+from course_grader.ground.layout import CourseLayout
+from course_grader.sandbox import bwrap, limits, sandbox
+from course_grader.sandbox.session import KERNEL_NAME, SandboxSession
 
 pytestmark = pytest.mark.slow
 HAS_BWRAP = bwrap.find() is not None
@@ -274,7 +274,7 @@ def _run_unprivileged(argv: list[str], uid: int, gid: int, timeout_s: float):
     import subprocess
     import sys
 
-    from course_utils.grading import namespaces
+    from course_grader.sandbox import namespaces
 
     needed = [sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parents[1])]
     hide, mount_back = namespaces.plan_mounts([], needed, need_traversal=True)
@@ -505,8 +505,8 @@ def test_warm_kernels_get_the_graders_matplotlib_font_list(tmp_path, monkeypatch
     import matplotlib
     from matplotlib import font_manager
 
-    from course_utils.grading import warmkernel
-    from course_utils.grading.session import matplotlib_font_list
+    from course_grader.sandbox import warmkernel
+    from course_grader.sandbox.session import matplotlib_font_list
 
     handed = matplotlib_font_list()
     name = f"fontlist-v{font_manager.FontManager.__version__}.json"

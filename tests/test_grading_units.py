@@ -13,12 +13,14 @@ import pytest
 from grading_support import fixtures
 from grading_support.fixtures import discover_attacks, discover_fixtures
 
-from course_utils.grading import kernel_guard, notebooks, pipeline
-from course_utils.grading.layout import CourseLayout, GradingSettings, discover_assignments
-from course_utils.grading.namespaces import plan_mounts
-from course_utils.grading.preflight import inspect_submission, rebuild
-from course_utils.grading.report import read_csv, write_csv
-from course_utils.grading.static_checks import scan_cells
+from course_grader.exchange import pipeline
+from course_grader.ground import notebooks
+from course_grader.ground.layout import CourseLayout, GradingSettings, discover_assignments
+from course_grader.ground.report import read_csv, write_csv
+from course_grader.guard import kernel_guard
+from course_grader.judging.preflight import inspect_submission, rebuild
+from course_grader.judging.static_checks import scan_cells
+from course_grader.sandbox.namespaces import plan_mounts
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPOSITORY / "tests" / "submissions"
@@ -262,7 +264,7 @@ def test_attack_and_fixture_folders_are_complete():
 
 
 def test_csv_round_trip(tmp_path):
-    from course_utils.grading.autograde import GradeRecord
+    from course_grader.autograde import GradeRecord
 
     records = [
         GradeRecord("ada", "ex1", "graded", score=16, max_score=18, auto_score=16, auto_max=16, manual_pending=2),
@@ -323,7 +325,7 @@ def test_load_test_checks_exact_scores_and_attack_bounds():
     not hasattr(os, "geteuid") or os.geteuid() != 0, reason="sandbox uids are used only when grading runs as root"
 )
 def test_sweep_returns_only_when_no_process_of_the_uid_is_left():
-    from course_utils.grading import namespaces
+    from course_grader.sandbox import namespaces
 
     uid = 1_659_999  # above the uids the grader allocates from
     assert namespaces.count_processes(uid) == 0, f"uid {uid} is in use on this machine"
@@ -350,7 +352,7 @@ def test_sweep_returns_only_when_no_process_of_the_uid_is_left():
 
 
 def test_attack_table_goes_to_the_graders_doc_only_from_a_complete_run_that_kept_every_promise(tmp_path):
-    from course_utils.grading import attack_table
+    from course_grader import attack_table
 
     attacks = discover_attacks(SUBMISSIONS)
     outcomes = [
@@ -389,7 +391,7 @@ def test_attack_table_goes_to_the_graders_doc_only_from_a_complete_run_that_kept
 
 
 def test_the_graders_doc_lists_every_attack():
-    from course_utils.grading import attack_table
+    from course_grader import attack_table
 
     doc = (REPOSITORY / "docs" / "grader.md").read_text(encoding="utf-8")
     rows = [row.split("|")[1].strip() for row in attack_table.table_rows(doc)[2:]]
@@ -402,30 +404,30 @@ def test_the_graders_doc_lists_every_attack():
 
 
 def test_the_warm_kernel_imports_what_the_tests_reach():
-    from course_utils.grading.static_checks import modules_the_tests_reach
+    from course_grader.judging.static_checks import modules_the_tests_reach
 
     reached = modules_the_tests_reach(
         [
             "import numpy as np\nimport torch.nn.functional as F\nfrom course_utils.attention import copy_from_torch_mha",
             "def check():\n    rng = np.random.default_rng(0)\n    return F.softmax(torch.ones(2), 0)",
-            "from course_utils.grading import kernel_guard\nfrom __future__ import annotations",
+            "from course_grader import kernel_guard\nfrom __future__ import annotations",
         ]
     )
     for required in ("numpy", "torch", "torch.nn", "torch.nn.functional", "course_utils.attention"):
         assert required in reached, f"{required} is imported by the tests and must be imported ahead: {reached}"
     for optional in ("numpy.random?", "numpy.random.default_rng?", "course_utils.attention.copy_from_torch_mha?"):
         assert optional in reached, f"{optional[:-1]} is reached by the tests (imported ahead if a module): {reached}"
-    assert not any(name.startswith(("course_utils.grading", "__future__")) for name in reached), reached
+    assert not any(name.startswith(("course_grader", "__future__")) for name in reached), reached
 
 
 WORKER_IMPORTS_SCRIPT = r"""
 import sys
 from pathlib import Path
-from course_utils.grading import grade_execute
-from course_utils.grading.layout import discover_assignments
+from course_grader.stages import run
+from course_grader.ground.layout import discover_assignments
 
 assignments = [a for a in discover_assignments(Path(sys.argv[1])) if a.id == "ex2_transformer"]
-grade_execute._import_for_workers(assignments)
+run._import_for_workers(assignments)
 before = set(sys.modules)
 import torch
 import torch.nn.functional as F
@@ -469,7 +471,7 @@ GUARD_SCRIPT = r"""
 import json, sys, types
 import numpy as np, numpy.random, numpy.testing   # what the tests reach is imported ahead (warmkernel.preload)
 from IPython.core.interactiveshell import InteractiveShell
-from course_utils.grading import warmkernel
+from course_grader.sandbox import warmkernel
 
 guard = warmkernel.load_guard(sys.argv[1])
 guard.prepare()
@@ -552,7 +554,7 @@ def test_the_gradebook_schema_head_is_what_alembic_heads_prints(tmp_path):
 
     from nbgrader.dbutil import write_alembic_ini
 
-    from course_utils.grading import pipeline
+    from course_grader.exchange import pipeline
 
     ini = tmp_path / "alembic.ini"
     write_alembic_ini(str(ini), f"sqlite:///{tmp_path / 'gradebook.db'}")
@@ -571,7 +573,7 @@ def test_a_runtime_folder_bounds_what_a_kernel_writes_and_is_emptied_for_the_nex
     the manager empties it (iteratively) and gives it back mode 0700 after a kernel shut it."""
     import errno
 
-    from course_utils.grading import manager, namespaces, session
+    from course_grader.sandbox import manager, namespaces, session
 
     folder = tmp_path / "rt"
     folder.mkdir()
@@ -606,9 +608,9 @@ def test_every_learner_is_in_the_gradebook_before_the_workers_start(tmp_path, mo
     ("UNIQUE constraint failed: student.id"). The learners are added before any worker starts."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from course_utils.grading import autograde
-    from course_utils.grading.formgrader import NO_ROSTER_NAME
-    from course_utils.grading.grade_execute import Execution
+    from course_grader import autograde
+    from course_grader.exchange.formgrader import NO_ROSTER_NAME
+    from course_grader.stages.run import Execution
 
     root = tmp_path / "course"
     assignment_ids = ["ex1_manual_attention", "ex3_positional_encoding"]

@@ -1,4 +1,4 @@
-"""The lab's Validate button in this course (course_utils/grading/validate.py): a syntax error is named with its
+"""The lab's Validate button in this course (course_grader/exchange/validate.py): a syntax error is named with its
 cell and line instead of the NameErrors that follow it, and a graded cell deleted outside the lab is missed
 before the learner submits. The release is made as `course release` makes it, from ex1's source."""
 
@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from grading_support import fixtures
 
-from course_utils.grading import notebooks, pipeline
-from course_utils.grading.layout import CourseLayout
-from course_utils.grading.validate import GRADED_CELLS, CourseValidator
+from course_grader.exchange import pipeline
+from course_grader.exchange.validate import GRADED_CELLS, CourseValidator
+from course_grader.ground import notebooks
+from course_grader.ground.layout import CourseLayout
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "ex1_manual_attention"
@@ -66,7 +67,7 @@ def test_a_deleted_test_cell_is_missed_before_submitting(release, tmp_path):
 def test_the_validate_extension_puts_the_course_validator_in_nbgraders_handler():
     from nbgrader.server_extensions.validate_assignment import handlers
 
-    from course_utils.grading import validate_extension
+    from course_grader.exchange import validate_extension
 
     class Server:
         class log:

@@ -18,8 +18,9 @@ import sys
 import learner_checkout as lc
 import pytest
 
-from course_utils.grading import notebooks, pipeline
-from course_utils.grading.layout import CourseLayout
+from course_grader.exchange import pipeline
+from course_grader.ground import notebooks
+from course_grader.ground.layout import CourseLayout
 
 COURSE_ID = "transformers-ground-up"
 RELEASED = "ex1_manual_attention"

@@ -17,8 +17,8 @@ from pathlib import Path
 import learner_checkout as lc
 import pytest
 
+from course_grader.ground import notebooks as nbtools
 from course_tools import contents
-from course_utils.grading import notebooks as nbtools
 
 pytestmark = pytest.mark.slow
 

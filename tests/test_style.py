@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED = ["course_utils", "course_tools", "tests", "notebooks", "solutions", "benchmarks", "deploy"]
+CHECKED = ["course_utils", "course_grader", "course_tools", "tests", "notebooks", "solutions", "benchmarks", "deploy"]
 
 
 def _ruff() -> list[str]:

@@ -89,12 +89,12 @@ def write_lab_settings(settings_dir: Path) -> list[Path]:
 
 
 def enable_course_validate(env: dict) -> Path:
-    """The course's Validate (course_utils/grading/validate_extension.py) in this lab, as `course lab` and the
+    """The course's Validate (course_grader/exchange/validate_extension.py) in this lab, as `course lab` and the
     hub's install (deploy/install.sh) enable it: a syntax error is named by its cell and line."""
     path = Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.d" / "transformers-course.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        json.dumps({"ServerApp": {"jpserver_extensions": {"course_utils.grading.validate_extension": True}}})
+        json.dumps({"ServerApp": {"jpserver_extensions": {"course_grader.exchange.validate_extension": True}}})
     )
     return path
 

@@ -428,7 +428,7 @@ def test_learner_fetches_validates_and_submits_the_exercise(course, learner_page
 def test_instructor_grades_in_the_formgrader_and_exports(course, screenshots, request):
     assert course.submitted, "no submission to grade: the learner's test above failed or did not run"
     with Timer(course, "collect (course collect)"):
-        _course_command(course, "collect", "--assignment", ASSIGNMENT, module="course_utils.grading.cli")
+        _course_command(course, "collect", "--assignment", ASSIGNMENT, module="course_grader.cli")
     assert (course.root / "submitted" / course.student_id / ASSIGNMENT / RENAMED).is_file(), (
         "collect did not put the submission into submitted/"
     )

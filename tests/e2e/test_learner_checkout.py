@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: learner_
 import learner_checkout  # noqa: E402
 from grading_support import fixtures  # noqa: E402
 
-from course_utils.grading import notebooks  # noqa: E402
-from course_utils.grading.layout import discover_assignments  # noqa: E402
+from course_grader.ground import notebooks  # noqa: E402
+from course_grader.ground.layout import discover_assignments  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

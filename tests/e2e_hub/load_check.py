@@ -78,7 +78,7 @@ def start_all(klass, names: list[str]) -> dict:
 
 def learner_round(klass, name: str, solved: bool, answers: dict[str, str]) -> float:
     """Fetch, save answers, submit: through the learner's own server (their account, their files)."""
-    from course_utils.grading import notebooks
+    from course_grader.ground import notebooks
 
     started = time.monotonic()
     query = urllib.parse.urlencode({"course_id": hubs.COURSE_ID, "assignment_id": ASSIGNMENT})
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     with hubs.HubClass(shorts, instructor_names=[]) as klass:
         summary["set_up_s"] = round(time.monotonic() - run_started, 1)
         names = [klass.user(short).name for short in shorts]
-        from course_utils.grading import notebooks
+        from course_grader.ground import notebooks
 
         source = notebooks.load_json(klass.course_dir / "solutions" / ASSIGNMENT / NOTEBOOK)
         cells = notebooks.graded_cells(source)

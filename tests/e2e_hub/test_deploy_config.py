@@ -59,7 +59,7 @@ def test_deploy_scripts_parse(script):
 @pytest.mark.parametrize("secret, kept", [("ab" * 64, True), ("../../etc/passwd", False), ("", False)])
 def test_stage_keeps_only_a_valid_submission_secret(tmp_path, secret, kept):
     """nbgrader's release_feedback reads feedback/<learner>/<assignment>/submission_secret.txt."""
-    from course_utils.grading.preflight import Preflight, stage
+    from course_grader.judging.preflight import Preflight, stage
 
     submitted, staged = tmp_path / "submitted", tmp_path / "staged"
     submitted.mkdir()

@@ -27,8 +27,8 @@ import json
 from pathlib import Path
 from types import ModuleType
 
-from course_utils.grading import notebooks as nbtools
-from course_utils.grading.layout import Assignment, CourseLayout
+from course_grader.ground import notebooks as nbtools
+from course_grader.ground.layout import Assignment, CourseLayout
 
 ANSWER_SUFFIXES = (".py", ".md")
 NOT_ANSWERS = {"mutate.py", "expected.json", "attack.json"}

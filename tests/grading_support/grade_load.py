@@ -24,10 +24,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course_utils.grading import notebooks, pipeline
-from course_utils.grading.autograde import grade
-from course_utils.grading.layout import CourseLayout
-from course_utils.grading.report import read_csv
+from course_grader.autograde import grade
+from course_grader.exchange import pipeline
+from course_grader.ground import notebooks
+from course_grader.ground.layout import CourseLayout
+from course_grader.ground.report import read_csv
 
 from . import fixtures
 

