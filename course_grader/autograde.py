@@ -2,26 +2,26 @@
 
 `grade` is a pipeline of four stages, one module each:
 
-1. select (select.py): which folders of submitted/<learner>/<assignment> this run reads, and
+1. select (stages/select.py): which folders of submitted/<learner>/<assignment> this run reads, and
    which rows it keeps: a submission graded before whose files, source and settings have not changed
    is not executed again (its scores are re-read from the gradebook, so manual grades entered in the
    meantime show up); one whose last run ended in an error is always tried again (the error may
    have come from the machine, not the submission); `force=True` executes everything again, and
    nbgrader keeps manual grades across that too. Each row says which of these happened (`note`).
-2. intake (admit.py): each selected submission read as data, no code run: its notebook
+2. admit (stages/admit.py): each selected submission read as data, no code run: its notebook
    found, read and repaired against the release, the static checks; a job to execute, or an
    error row.
-3. execute (run.py): nbgrader's own `Autograde` converter in a forked worker process per
-   job, with `SandboxedExecute` (execute.py) and a kernel from the sandbox (session.py, sandbox.py);
+3. run (stages/run.py): nbgrader's own `Autograde` converter in a forked worker process per
+   job, with `SandboxedExecute` (judging/execute.py) and a kernel from the sandbox (sandbox/session.py);
    `workers` run at once.
-4. collect (publish.py): scores from the gradebook, the execution report and the findings
+4. publish (stages/publish.py): scores from the gradebook, the execution report and the findings
    become one `GradeRecord` per submission (a submission that could not be graded gets an explicit
    error row instead); names, messages, feedback, state, the CSV and the report are written.
 
-Nothing in submitted/ is followed or opened but regular files (untrusted.py): a link, a FIFO, a name
+Nothing in submitted/ is followed or opened but regular files (ground/untrusted.py): a link, a FIFO, a name
 that is not UTF-8 is a finding, and any exception while one submission is read becomes that
 submission's error row; the batch goes on. Each assignment's points table is read from its release
-once per run (records.py).
+once per run (stages/records.py).
 """
 
 from __future__ import annotations

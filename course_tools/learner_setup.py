@@ -81,7 +81,11 @@ INSTRUCTOR_SERVER_EXTENSIONS = ["nbgrader.server_extensions.formgrader", "nbgrad
 # Next to the formgrader: its Autograde button runs `course grade` (confined), not a plain nbgrader autograde.
 COURSE_GRADE_BUTTON = "course_grader.exchange.server_extension"
 VALIDATE_BUTTON = "course_grader.exchange.validate_extension"  # Validate names syntax errors and missing tests
-_WRITTEN_BY = "# Written by `course setup` (course_tools/learner_setup.py)"
+# The first line of every file `course setup` writes: a file that starts otherwise is the learner's own and is left
+# alone. Recognised by its start alone, so that a file written before this module moved (it named
+# course_utils/learner.py) is still the course's to rewrite.
+_MARK = "# Written by `course setup`"
+_WRITTEN_BY = f"{_MARK} (course_tools/learner_setup.py)"
 # git's clean filter for the notebooks that .gitattributes names (`filter=nbclean`).
 GIT_FILTER = "nbclean"
 # The lab's post-save hook: a chapter saved with outputs is recorded by git as unchanged.
@@ -162,7 +166,7 @@ def write_nbgrader_config(root: str | os.PathLike) -> list[Path]:
     if environment_belongs_to(paths.root):
         targets.append(Path(sys.prefix) / "etc" / "jupyter" / "nbgrader_config.py")
     for target in targets:
-        if target.exists() and not target.read_text(encoding="utf-8").startswith(_WRITTEN_BY):
+        if target.exists() and not target.read_text(encoding="utf-8").startswith(_MARK):
             print(f"course setup: {target} was not written by the course; left as it is")
             continue
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -36,22 +36,19 @@ def test_import_contracts_hold():
     assert "0 broken" in result.stdout, result.stdout
 
 
-def test_every_module_of_the_package_is_in_a_contract():
-    """A new module of course_utils must say whose it is: the learner's library (a source of the first contract)
-    or the grader and the tools (what that contract forbids); otherwise no rule would watch it."""
-    contracts = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
-    library = next(contract for contract in contracts["contracts"] if contract["id"] == "library")
-    named = {*library["source_modules"], *library["forbidden_modules"]}
-    modules = {"course_grader"}
-    for name in ("course_utils", "course_tools"):
-        package = REPOSITORY / name
-        modules |= {
-            f"{name}.{path.stem}"
-            for path in [*package.glob("*.py"), *(folder / "__init__.py" for folder in package.iterdir())]
-            if path.is_file() and path.stem != "__init__"
-        } | {f"{name}.{folder.name}" for folder in package.iterdir() if (folder / "__init__.py").is_file()}
-    assert not modules - named, f"modules in no import contract of pyproject.toml: {sorted(modules - named)}"
-    assert not named - modules, f"the contracts name modules that are gone: {sorted(named - modules)}"
+def test_every_package_of_the_distribution_is_under_the_contracts():
+    """A new package of the distribution must be one of import-linter's root packages, or no rule would watch it;
+    inside the grader, the layers contract is exhaustive (import-linter fails on a sub-package it does not list)."""
+    configuration = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    roots = set(configuration["importlinter"]["root_packages"])
+    distributed = {pattern.removesuffix("*") for pattern in configuration["setuptools"]["packages"]["find"]["include"]}
+    on_disk = {path.parent.name for path in REPOSITORY.glob("*/__init__.py")}
+    assert roots == distributed == on_disk, (
+        f"import-linter's root packages {sorted(roots)}, the distribution's {sorted(distributed)} and the packages "
+        f"of the checkout {sorted(on_disk)} must be the same"
+    )
+    layers = next(c for c in configuration["importlinter"]["contracts"] if c["type"] == "layers")
+    assert layers["exhaustive"] is True and layers["containers"] == ["course_grader"]
 
 
 def outside_the_standard_library(path: Path) -> list[str]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -100,6 +102,31 @@ def test_the_labs_save_hook_records_a_run_chapter_as_unchanged(checkout, monkeyp
 
     learner_setup.after_save(os_path=str(chapter), model={}, contents_manager=ContentsManager())
     assert _git(checkout, "status", "--porcelain") == ""
+
+
+def test_a_checkout_set_up_before_the_tools_moved_is_brought_up_to_date(checkout, monkeypatch):
+    """A checkout set up before the tools left course_utils names modules that are gone: git's clean filter
+    (`-m course_utils.nbclean`) and the mark of `course setup`'s nbgrader settings (course_utils/learner.py).
+    After a `git pull`, `make lab` (and `make setup`) runs `course setup`: it names the new modules, and the
+    settings it wrote earlier are still its own to rewrite, not a learner's file left alone."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    key = "filter.nbclean.clean"
+    _git(checkout, "config", "--local", key, f"{shlex.quote(sys.executable)} -m course_utils.nbclean --filter")
+    paths = learner_setup.Paths.of(checkout)
+    settings = paths.jupyter / "nbgrader_config.py"
+    settings.parent.mkdir(parents=True)
+    settings.write_text("# Written by `course setup` (course_utils/learner.py): nbgrader's settings for a learner\n")
+    chapter = checkout / "notebooks" / "02_self_attention.ipynb"
+    _run_all(chapter)
+    before = subprocess.run(["git", "diff", "--stat"], cwd=checkout, capture_output=True, text=True)
+    assert "course_utils.nbclean" in before.stderr, "the old filter fails: git shows the run's outputs as a change"
+
+    assert learner_setup.configure_git_filter(checkout) == "updated"
+    assert _git(checkout, "config", "--local", "--get", key).strip() == learner_setup.git_filter_command()
+    assert "course_tools.nbclean" in learner_setup.git_filter_command()
+    assert _git(checkout, "diff") == "", "with the filter's new name a run chapter shows nothing again"
+    assert learner_setup.write_nbgrader_config(checkout) == [settings], "the earlier settings are rewritten"
+    assert settings.read_text().startswith("# Written by `course setup` (course_tools/learner_setup.py)")
 
 
 def test_the_filter_cleans_what_a_run_leaves_and_passes_anything_else_through():

@@ -95,12 +95,21 @@ def test_every_link_of_the_documents_leads_somewhere(readme):
             )
 
 
-def test_the_readmes_map_of_the_package_names_every_module():
-    """The README's map of `course_utils` (its last paragraph) names every module and sub-package, so that a new
-    one is placed in the library, the grader or the tools when it is added."""
-    package = ROOT / "course_utils"
+PACKAGES = ("course_utils", "course_grader", "course_tools")
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_the_readmes_map_of_the_packages_names_every_module(name):
+    """The README's map of the code (its last paragraph) names every package, and every module and sub-package of
+    each in that package's sentence, so that a new one is placed in the library, the grader or the tools when it
+    is added."""
+    package = ROOT / name
     modules = {path.stem for path in package.glob("*.py") if path.stem != "__init__"}
     modules |= {path.name for path in package.iterdir() if (path / "__init__.py").is_file()}
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    named = set(re.findall(r"`(?:course_utils\.)?([a-z_]+)`", text.rsplit("## More", 1)[-1]))
-    assert modules <= named, f"the README's map of course_utils misses {sorted(modules - named)}"
+    text = (ROOT / "README.md").read_text(encoding="utf-8").rsplit("## More", 1)[-1]
+    assert f"`{name}`" in text, f"the README's map of the code does not name {name}"
+    sentence = text.split(f"`{name}`", 1)[1]
+    for other in PACKAGES:  # up to the next package's name
+        sentence = sentence.split(f"`{other}`", 1)[0]
+    named = set(re.findall(r"`([a-z_]+)`", sentence))
+    assert modules <= named, f"the README's map of {name} misses {sorted(modules - named)}"

@@ -91,7 +91,7 @@ def secure_gradebook(layout: CourseLayout) -> None:
 
 
 def hash_tree(folder: Path, digest) -> None:
-    """The instructor's own tree (solutions/<id>); learners' folders go through intake.fingerprint."""
+    """The instructor's own tree (solutions/<id>); learners' folders go through untrusted.fingerprint."""
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
         digest.update(os.fsencode(path.relative_to(folder)) + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())

@@ -364,7 +364,7 @@ class WorkerResult(Message):
 # ------------------------------------------------------------------------------------------------
 @dataclass
 class CollectRefusals(Message):
-    """What `course collect` left in the exchange (intake.copy_tree), written next to what it copied;
+    """What `course collect` left in the exchange (untrusted.copy_tree), written next to what it copied;
     the preflight turns each entry into a finding."""
 
     refused: list[dict]  # {"path", "kind", "reason"} per entry that was not copied
