@@ -32,9 +32,10 @@ from .exchange import formgrader, pipeline
 from .ground.layout import Assignment, CourseLayout
 from .ground.report import RETRIED
 from .sandbox.session import DEFAULT_UID_BASE
-from .stages.admit import Job, intake
+from .stages.admit import intake
+from .stages.points import PointsTables
 from .stages.publish import collect
-from .stages.records import GradeRecord, GradingRun, PointsTables, read_state
+from .stages.records import GradeRecord, GradingRun, Job, read_state
 from .stages.run import execute
 from .stages.select import NOTE_UNCHANGED, select
 

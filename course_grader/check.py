@@ -57,7 +57,7 @@ def verdict_lines(record, maxima: dict[str, float]) -> list[str]:
 def check(source: CourseLayout, assignment_id: str, learner_copy: Path, out_dir: Path, keep: bool = False) -> int:
     from .autograde import grade
     from .exchange import pipeline
-    from .stages.records import PointsTable
+    from .stages.points import PointsTable
 
     assignment = source.assignment(assignment_id)
     if not learner_copy.is_dir():

@@ -610,7 +610,7 @@ def test_every_learner_is_in_the_gradebook_before_the_workers_start(tmp_path, mo
 
     from course_grader import autograde
     from course_grader.exchange.formgrader import NO_ROSTER_NAME
-    from course_grader.stages.run import Execution
+    from course_grader.stages.records import Execution
 
     root = tmp_path / "course"
     assignment_ids = ["ex1_manual_attention", "ex3_positional_encoding"]

@@ -8,35 +8,16 @@ exception while one submission is read becomes that submission's error row; the 
 
 from __future__ import annotations
 
-import dataclasses
 import traceback
 from pathlib import Path
 
 from ..exchange import formgrader
-from ..ground.layout import Assignment, CourseLayout
+from ..ground.layout import CourseLayout
 from ..ground.untrusted import display
-from ..judging.preflight import Preflight, inspect_submission, stage
-from .records import GradeRecord, PointsTables, error_record
-from .select import Candidate, append_to_log
-
-
-@dataclasses.dataclass
-class Job:
-    """One submission to execute, and where its run leaves what the collect stage reads."""
-
-    index: int
-    student: str
-    assignment: Assignment
-    submission_dir: Path
-    staged_dir: Path
-    fingerprint: str
-    preflight: Preflight
-    log_path: Path
-    report_path: Path  # the ExecutionReport (messages.py)
-    result_path: Path  # nbgrader's WorkerResult
-    status_path: Path | None = None  # the kernel's KernelStatus, once a slot is given (run.py)
-    note: str = ""  # why it runs (e.g. retried after an error)
-    confirmed_grades: dict = dataclasses.field(default_factory=dict)  # the instructor's manual grades that stand
+from ..judging.preflight import inspect_submission, stage
+from .points import PointsTables
+from .records import Candidate, GradeRecord, Job, error_record
+from .select import append_to_log
 
 
 def intake(

@@ -22,9 +22,8 @@ from ..ground.layout import Assignment, CourseLayout
 from ..ground.messages import ExecutionReport, WorkerResult
 from ..ground.report import write_csv, write_report
 from ..ground.untrusted import display
-from .admit import Job
-from .records import GradeRecord, GradingRun, PointsTables, error_record, read_scores, write_state
-from .run import Execution
+from .points import PointsTables, read_scores
+from .records import Execution, GradeRecord, GradingRun, Job, error_record, write_state
 from .select import append_to_log
 
 

@@ -12,7 +12,6 @@ outlives the run.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import sys
@@ -26,18 +25,9 @@ from ..ground.layout import Assignment, CourseLayout
 from ..ground.messages import KernelRequest, Limits, WorkerResult
 from ..sandbox import sandbox
 from ..sandbox.session import KERNEL_NAME, SandboxSession
-from .admit import Job
+from .records import Execution, Job
 
 WORKER_GRACE_S = 120  # nbgrader's own work around the kernel, on a busy machine
-
-
-@dataclasses.dataclass
-class Execution:
-    """What the execute stage leaves for the collect stage."""
-
-    outcomes: dict[int, dict]  # job index -> {"seconds", "outcome": "finished", "crashed" or "overran"}
-    sandbox: str  # the confinement in force, in words (for the report)
-    uids: list[int]  # the numeric uids the kernels ran as (root only)
 
 
 def execute(

@@ -10,7 +10,6 @@ last run ended in an error, or --force, it is run again, and its note says so.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import time
@@ -23,7 +22,8 @@ from ..ground.layout import STUDENT_ID_PATTERN, Assignment, CourseLayout
 from ..ground.report import RETRIED
 from ..ground.untrusted import display
 from ..judging.preflight import Finding
-from .records import GradeRecord, PointsTables, error_record
+from .points import PointsTables
+from .records import Candidate, GradeRecord, Selection, error_record
 
 GRADER_VERSION = "1"
 NOTE_UNCHANGED = (
@@ -33,27 +33,6 @@ NOTE_UNCHANGED = (
 NOTE_NOT_SELECTED = "kept from an earlier run: not selected by --student/--assignment this time"
 NOTE_RETRIED = RETRIED + ", the files are unchanged (that error: {reason})"
 NOTE_FORCED = "run again: `--force` (graded before, unchanged)"
-
-
-@dataclasses.dataclass
-class Candidate:
-    """A submission this run reads: selected, a real folder, of a known assignment, not kept from the last run."""
-
-    student: str
-    assignment: Assignment
-    folder: Path
-    tree: untrusted.TreeScan  # its entries, as lstat saw them
-    fingerprint: str
-    note: str  # why it runs again ("" the first time)
-    log_path: Path
-
-
-@dataclasses.dataclass
-class Selection:
-    """The select stage's answer: rows it decided on its own, and the submissions the next stages read."""
-
-    rows: dict[tuple[str, str], GradeRecord]  # (learner, assignment) -> a row decided already
-    candidates: list[Candidate]
 
 
 def select(
