@@ -627,17 +627,17 @@ def test_every_learner_is_in_the_gradebook_before_the_workers_start(tmp_path, mo
     (root / "roster.csv").write_text("id,first_name,last_name,email\nada,Ada,Lovelace,ada@example.org\n")
     known_when_executed = {}
 
-    def execute(layout, jobs, **settings):
-        with Gradebook(layout.db_url, layout.course_id) as gradebook:
-            for job in jobs:
+    def run(context, admission):
+        with Gradebook(context.layout.db_url, context.layout.course_id) as gradebook:
+            for job in admission.jobs:
                 try:
                     found = gradebook.find_student(job.student)
                     known_when_executed[job.student, job.assignment.id] = (found.first_name, found.last_name)
                 except MissingEntry:
                     known_when_executed[job.student, job.assignment.id] = None
-        return Execution(outcomes={}, sandbox="none (test)", uids=[])
+        return Execution(admission, outcomes={}, sandbox="none (test)", uids=[])
 
-    monkeypatch.setattr(autograde, "execute", execute)
+    monkeypatch.setattr(autograde, "run", run)
     autograde.grade(layout, workers=2, feedback=False, log=lambda line: None)
     names = {"ada": ("Ada", "Lovelace"), "bob": (NO_ROSTER_NAME, "bob")}  # bob is not in the roster
     expected = {(student, assignment_id): names[student] for student in names for assignment_id in assignment_ids}

@@ -2,8 +2,9 @@
 
 The preflight (preflight.py) finds, reads and repairs its notebooks against the release and runs
 the static checks; a submission with no notebook left to grade becomes an error row, every other one
-is staged (a clean copy in build/grading/staged/) and becomes a `Job` for the execute stage. Any
-exception while one submission is read becomes that submission's error row; the batch goes on.
+is staged (a clean copy in build/grading/staged/) and becomes a `Job` for the run stage. Any
+exception while one submission is read becomes that submission's error row; the batch goes on. The
+learners of the jobs are entered into the gradebook before any of them runs.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ from ..ground.layout import CourseLayout
 from ..ground.untrusted import display
 from ..judging.preflight import inspect_submission, stage
 from .points import PointsTables
-from .records import Candidate, GradeRecord, Job, error_record
+from .records import Admission, Candidate, GradeRecord, GradingContext, Job, Selection, error_record
 from .select import append_to_log
 
 
-def intake(
-    layout: CourseLayout, candidates: list[Candidate], points: PointsTables
-) -> tuple[list[Job], dict[tuple[str, str], GradeRecord]]:
-    """(jobs to execute, error rows of the submissions that cannot be)."""
-    jobs, rows = [], {}
+def admit(context: GradingContext, selection: Selection) -> Admission:
+    """A job for each candidate that can run; an error row for each that cannot, beside select's rows."""
+    layout, points = context.layout, context.points
+    jobs, rows = [], dict(selection.rows)
     staged_root = layout.output_dir / "staged"
-    for candidate in candidates:
+    for candidate in selection.candidates:
         try:
             outcome = _admit(layout, candidate, points, staged_root, len(jobs))
         except Exception as error:  # one unreadable submission is one error row, never the batch's end
@@ -42,9 +42,11 @@ def intake(
             jobs.append(outcome)
         else:
             rows[(candidate.student, candidate.assignment.id)] = outcome
-    for job in jobs:  # before nbgrader marks their cells again (publish.py puts them back)
+    for job in jobs:  # before nbgrader marks their cells again (score.py puts them back)
         job.confirmed_grades = formgrader.confirmed_manual_grades(layout, job.student, job.assignment.id)
-    return jobs, rows
+    if jobs:  # two workers adding one new learner at once would collide in the gradebook
+        formgrader.add_students(layout, [job.student for job in jobs])
+    return Admission(rows, jobs)
 
 
 def _admit(

@@ -5,10 +5,13 @@ read from nbgrader's gradebook against it.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from ..ground.layout import Assignment, CourseLayout
 from ..ground.notebooks import grade_id, is_autograded_test, is_grade, load_json, nbgrader_meta
-from .records import GradeRecord
+
+if TYPE_CHECKING:  # records holds the run's context, which holds the points tables
+    from .records import GradeRecord
 
 
 @dataclasses.dataclass(frozen=True)

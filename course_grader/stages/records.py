@@ -1,17 +1,54 @@
-"""What the stages of `course grade` hand each other, in the order they do (a `Candidate` of select's is
-admitted as a `Job`, whose run is an `Execution`), and what `course grade` produces and keeps: one
-`GradeRecord` per submission, the `GradingRun`, the state between runs.
+"""What the stages of `course grade` read and hand each other, in the order they do, and what it keeps.
+
+Every stage is `stage(context, input) -> output`, and reads the run's `GradingContext`, which none changes:
+
+    select(context)              -> Selection   rows decided at once, and the Candidates the next stages read
+    admit(context, Selection)    -> Admission   every row so far, and a Job for each submission that can run
+    run(context, Admission)      -> Execution   how each job's worker ended, and the confinement in force
+    score(context, Execution)    -> Scored      a GradeRecord for every submission
+    publish(context, Scored)     -> GradingRun  names, feedback, the state between runs, the CSV, the report
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..ground import untrusted
-from ..ground.layout import Assignment
+from ..ground.layout import Assignment, CourseLayout
 from ..judging.preflight import Finding, Preflight
+from .points import PointsTables
+
+Key = tuple[str, str]  # (learner, assignment), as shown in the CSV
+
+
+@dataclasses.dataclass(frozen=True)
+class GradingContext:
+    """One run of `course grade`: what every stage reads, and none changes."""
+
+    layout: CourseLayout
+    assignments: Mapping[str, Assignment]  # every assignment of the course by id, its release current
+    points: PointsTables  # each assignment's points table, read once when first needed
+    last_state: Mapping[str, dict]  # "<learner>/<assignment>" -> its fingerprint and row, from the last runs
+    students: tuple[str, ...] | None  # grade only these learners (the others keep their last row)
+    assignment_ids: tuple[str, ...] | None  # grade only these assignments
+    force: bool  # run unchanged submissions again
+    cell_timeout: int | None  # seconds per cell; None: each assignment's own setting
+    workers: int  # submissions run at once
+    isolation: str  # "auto", "bwrap", "namespaces" or "none" (sandbox/sandbox.py)
+    uid_base: int  # the first numeric uid of the kernels, when grading runs as root
+    feedback: bool  # write the learners' HTML feedback
+    started: float  # time.monotonic() when the run began
+    log: Callable[[str], None]  # where progress lines go
+
+    def selected(self, student: str, assignment_id: str | None = None) -> bool:
+        """Whether --student and --assignment let this learner (and assignment) be graded in this run."""
+        return not (
+            (self.students and student not in self.students)
+            or (self.assignment_ids and assignment_id is not None and assignment_id not in self.assignment_ids)
+        )
 
 
 @dataclasses.dataclass
@@ -31,13 +68,13 @@ class Candidate:
 class Selection:
     """The select stage's answer: rows it decided on its own, and the submissions the next stages read."""
 
-    rows: dict[tuple[str, str], GradeRecord]  # (learner, assignment) -> a row decided already
+    rows: dict[Key, GradeRecord]  # a row decided already
     candidates: list[Candidate]
 
 
 @dataclasses.dataclass
 class Job:
-    """One submission to execute, and where its run leaves what the collect stage reads."""
+    """One submission to run, and where its run leaves what the score stage reads."""
 
     index: int
     student: str
@@ -55,9 +92,19 @@ class Job:
 
 
 @dataclasses.dataclass
-class Execution:
-    """What the execute stage leaves for the collect stage."""
+class Admission:
+    """The admit stage's answer: every row decided so far (select's, and those of submissions that cannot run),
+    and the jobs to run."""
 
+    rows: dict[Key, GradeRecord]
+    jobs: list[Job]
+
+
+@dataclasses.dataclass
+class Execution:
+    """The run stage's answer: how each job's worker ended, for the score stage."""
+
+    admission: Admission  # what ran, and the rows decided before
     outcomes: dict[int, dict]  # job index -> {"seconds", "outcome": "finished", "crashed" or "overran"}
     sandbox: str  # the confinement in force, in words (for the report)
     uids: list[int]  # the numeric uids the kernels ran as (root only)
@@ -112,6 +159,14 @@ def error_record(
         findings=[dataclasses.asdict(f) for f in findings],
         log=log,
     )
+
+
+@dataclasses.dataclass
+class Scored:
+    """The score stage's answer: a row for every submission, and the execution behind them."""
+
+    rows: dict[Key, GradeRecord]
+    execution: Execution
 
 
 @dataclasses.dataclass

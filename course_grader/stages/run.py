@@ -25,17 +25,16 @@ from ..ground.layout import Assignment, CourseLayout
 from ..ground.messages import KernelRequest, Limits, WorkerResult
 from ..sandbox import sandbox
 from ..sandbox.session import KERNEL_NAME, SandboxSession
-from .records import Execution, Job
+from .records import Admission, Execution, GradingContext, Job
 
 WORKER_GRACE_S = 120  # nbgrader's own work around the kernel, on a busy machine
 
 
-def execute(
-    layout: CourseLayout, jobs: list[Job], *, workers: int, cell_timeout: int | None, isolation: str, uid_base: int, log
-) -> Execution:
+def run(context: GradingContext, admission: Admission) -> Execution:
     """Run every job in the sandbox; the outcome of each worker process, by job index."""
+    layout, jobs, workers, log = context.layout, admission.jobs, context.workers, context.log
     if not jobs:
-        return Execution({}, "not needed (nothing to execute)", [])
+        return Execution(admission, {}, "not needed (nothing to execute)", [])
     assignments = list({job.assignment.id: job.assignment for job in jobs}.values())
     preload = sorted(
         {name for assignment in assignments for name in assignment.settings.preload}
@@ -62,10 +61,12 @@ def execute(
     outcomes: dict[int, dict] = {}
     description, uids = "not started", []
     try:
-        with SandboxSession(layout, preload, slots, isolation, uid_base, default_limits=default_limits) as session:
+        with SandboxSession(
+            layout, preload, slots, context.isolation, context.uid_base, default_limits=default_limits
+        ) as session:
             description = session.description
             uids = list(session.uids) if session.profile.get("own_uid") else []
-            _Scheduler(layout, session, slots, cell_timeout, support_files, progress, outcomes).run(jobs)
+            _Scheduler(layout, session, slots, context.cell_timeout, support_files, progress, outcomes).run(jobs)
     except Exception as error:  # the sandbox or a slot failed: the jobs it did not finish are error rows
         why = f"{type(error).__name__}: {error}"
         log(f"grading stopped early: {why}")
@@ -74,7 +75,7 @@ def execute(
                 outcomes[job.index] = {"seconds": 0.0, "outcome": "not run", "error": why}
                 _note(job, traceback.format_exc())
         description = f"{description} (stopped early: {why})"
-    return Execution(outcomes, description, uids)
+    return Execution(admission, outcomes, description, uids)
 
 
 def _note(job: Job, text: str) -> None:
@@ -295,7 +296,7 @@ class _Scheduler:
         for pid, outcome in finished:
             job, slot, started, deadline, folder = self.running.pop(pid)
             # What the kernel left is hostile data: whatever goes wrong while clearing it is noted in
-            # this submission's log, and the batch goes on (the collect stage makes its row).
+            # this submission's log, and the batch goes on (the score stage makes its row).
             try:
                 self.session.sweep(slot)
                 problems = untrusted.remove_tree(folder)
