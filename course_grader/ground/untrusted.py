@@ -345,49 +345,17 @@ def copy_tree(
     caller writes. `dest` must not exist.
     """
     dest = Path(dest)
-    refused: list[dict] = []
     try:
-        info = os.lstat(src)
-        if stat.S_ISLNK(info.st_mode):
-            raise UnsafePath(errno.ELOOP, f"the submission folder is a symbolic link to {display(os.readlink(src))}")
-        if not stat.S_ISDIR(info.st_mode):
-            raise UnsafePath(errno.ENOTDIR, f"the submission is a {kind_of(info.st_mode)}, not a folder")
-        scan = scan_tree(src)
+        scan = _scan_submission(src)
     except UnsafePath as error:
         dest.mkdir(parents=True)
         return CopyResult([], [{"path": ".", "kind": "submission", "reason": f"{error}; nothing was collected"}])
-    for folder, why in scan.unreadable:
-        refused.append(
-            {"path": display(folder), "kind": "folder", "reason": f"{display(folder)} could not be read ({why})"}
-        )
-    if scan.truncated:
-        refused.append({"path": ".", "kind": "submission", "reason": f"the submission holds {scan.truncated}"})
-    skipped_under: list[str] = []
-    plan: list[Entry] = []
-    for entry in scan.entries:
-        if any(entry.path.startswith(prefix + "/") for prefix in skipped_under):
-            continue
-        if _ignored(entry.parts[-1], entry.kind, exclude, include):
-            if entry.kind == "folder":
-                skipped_under.append(entry.path)
-            continue
-        found = scan.problem(entry)
-        if entry.path == COLLECT_REFUSALS:
-            found = ("reserved-name", f"{entry.shown} is a name the collect keeps for its own list; not copied")
-        elif found is None and entry.kind == "file" and max_file_bytes is not None and entry.size > max_file_bytes:
-            found = (
-                "too-large",
-                f"{entry.shown} has {entry.size} bytes, more than the {max_file_bytes} allowed; not copied",
-            )
-        if found is not None:
-            refused.append({"path": entry.shown, "kind": entry.kind, "reason": found[1]})
-            if entry.kind == "folder":
-                skipped_under.append(entry.path)
-            continue
-        plan.append(entry)
+    refused = _scan_refusals(scan)
+    plan, refused_entries = _plan_copy(scan, exclude, include, max_file_bytes)
+    refused += refused_entries
     total = sum(entry.size for entry in plan if entry.kind == "file")
+    dest.mkdir(parents=True)
     if max_total_bytes is not None and total > max_total_bytes:
-        dest.mkdir(parents=True)
         return CopyResult(
             [],
             refused
@@ -400,7 +368,6 @@ def copy_tree(
                 }
             ],
         )
-    dest.mkdir(parents=True)
     copied = []
     for entry in plan:
         target = dest / entry.path
@@ -408,31 +375,87 @@ def copy_tree(
             target.mkdir()
             continue
         try:
-            source_fd = open_file(scan, entry)
+            _copy_file(scan, entry, target, max_file_bytes)
         except UnsafePath as error:
             refused.append({"path": entry.shown, "kind": entry.kind, "reason": error.strerror})
             continue
-        try:
-            out_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            try:
-                written = 0
-                while chunk := os.read(source_fd, CHUNK):
-                    written += len(chunk)
-                    if max_file_bytes is not None and written > max_file_bytes:
-                        raise UnsafePath(
-                            errno.EFBIG, f"{entry.shown} grew past {max_file_bytes} bytes while it was copied"
-                        )
-                    os.write(out_fd, chunk)
-            finally:
-                os.close(out_fd)
-            os.utime(target, ns=(entry.mtime_ns, entry.mtime_ns))
-            copied.append(entry.path)
-        except UnsafePath as error:
-            target.unlink(missing_ok=True)
-            refused.append({"path": entry.shown, "kind": entry.kind, "reason": error.strerror})
-        finally:
-            os.close(source_fd)
+        copied.append(entry.path)
     return CopyResult(copied, refused)
+
+
+def _scan_submission(src: str | os.PathLike) -> TreeScan:
+    """The scan of the submission folder; UnsafePath when `src` itself is a link or not a folder."""
+    info = os.lstat(src)
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafePath(errno.ELOOP, f"the submission folder is a symbolic link to {display(os.readlink(src))}")
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafePath(errno.ENOTDIR, f"the submission is a {kind_of(info.st_mode)}, not a folder")
+    return scan_tree(src)
+
+
+def _scan_refusals(scan: TreeScan) -> list[dict]:
+    """What the scan itself could not look at: unreadable folders, and whatever lay past its limits."""
+    refused = [
+        {"path": display(folder), "kind": "folder", "reason": f"{display(folder)} could not be read ({why})"}
+        for folder, why in scan.unreadable
+    ]
+    if scan.truncated:
+        refused.append({"path": ".", "kind": "submission", "reason": f"the submission holds {scan.truncated}"})
+    return refused
+
+
+def _plan_copy(scan: TreeScan, exclude, include, max_file_bytes: int | None) -> tuple[list[Entry], list[dict]]:
+    """What to copy and what is refused, in the scan's order; nothing under a folder ignored or refused before it."""
+    skipped_under: list[str] = []
+    plan: list[Entry] = []
+    refused: list[dict] = []
+    for entry in scan.entries:
+        if any(entry.path.startswith(prefix + "/") for prefix in skipped_under):
+            continue
+        if _ignored(entry.parts[-1], entry.kind, exclude, include):
+            if entry.kind == "folder":
+                skipped_under.append(entry.path)
+            continue
+        found = _copy_problem(scan, entry, max_file_bytes)
+        if found is not None:
+            refused.append({"path": entry.shown, "kind": entry.kind, "reason": found[1]})
+            if entry.kind == "folder":
+                skipped_under.append(entry.path)
+            continue
+        plan.append(entry)
+    return plan, refused
+
+
+def _copy_problem(scan: TreeScan, entry: Entry, max_file_bytes: int | None) -> tuple[str, str] | None:
+    """(code, message) for an entry not to copy, else None: the scan's problem, the reserved name, the size limit."""
+    found = scan.problem(entry)
+    if entry.path == COLLECT_REFUSALS:
+        return "reserved-name", f"{entry.shown} is a name the collect keeps for its own list; not copied"
+    if found is None and entry.kind == "file" and max_file_bytes is not None and entry.size > max_file_bytes:
+        return "too-large", f"{entry.shown} has {entry.size} bytes, more than the {max_file_bytes} allowed; not copied"
+    return found
+
+
+def _copy_file(scan: TreeScan, entry: Entry, target: Path, max_file_bytes: int | None) -> None:
+    """Copy one file to a new `target`; UnsafePath, and no `target`, if it is not the file scanned or grows too big."""
+    source_fd = open_file(scan, entry)
+    try:
+        out_fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            written = 0
+            while chunk := os.read(source_fd, CHUNK):
+                written += len(chunk)
+                if max_file_bytes is not None and written > max_file_bytes:
+                    raise UnsafePath(errno.EFBIG, f"{entry.shown} grew past {max_file_bytes} bytes while it was copied")
+                os.write(out_fd, chunk)
+        finally:
+            os.close(out_fd)
+        os.utime(target, ns=(entry.mtime_ns, entry.mtime_ns))
+    except UnsafePath:
+        target.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(source_fd)
 
 
 def write_refusals(dest: str | os.PathLike, source_name: str, refused: list[dict]) -> Path:
@@ -527,6 +550,18 @@ def remove_tree(path: str | os.PathLike, *, keep_root: bool = False) -> list[str
         fd = _open_walk_folder(root, None)
     except OSError as error:
         return [f"{display(root)}: could not be opened ({error.strerror or error})"]
+    _remove_under(fd, report)
+    # Only when nothing was reported: a walk that stopped or left anything has reported it.
+    if not keep_root and not count[0]:
+        try:
+            os.rmdir(root)
+        except OSError as error:
+            report(root, f"could not be removed ({error.strerror or error})")
+    return _with_count(problems, count[0])
+
+
+def _remove_under(fd: int, report) -> None:
+    """remove_tree's walk: everything under folder `fd` (closed at the end); a walk that stops has reported why."""
     device = os.fstat(fd).st_dev
     stack = [_Level(None, (device, os.fstat(fd).st_ino))]
     shown: list[str] = []  # the names from the root down to the current folder, for messages
@@ -550,7 +585,7 @@ def remove_tree(path: str | os.PathLike, *, keep_root: bool = False) -> list[str
                 shown.pop()
                 if (ident.st_dev, ident.st_ino) != stack[-1].ident:
                     report("/".join(shown), "the tree was moved while it was being removed; the removal stopped")
-                    return _with_count(problems, count[0])
+                    return
                 try:
                     _retry_writable(lambda: os.rmdir(done.name, dir_fd=fd), fd)
                 except OSError as error:
@@ -558,41 +593,45 @@ def remove_tree(path: str | os.PathLike, *, keep_root: bool = False) -> list[str
                     report("/".join([*shown, done.name]), f"could not be removed ({error.strerror or error})")
                 continue
             name = level.pending.pop()
-            try:
-                child = _open_walk_folder(name, fd)
-            except FileNotFoundError:
+            entered = _enter_pending(fd, name, level, device, shown, report)
+            if entered is None:
                 continue
-            except OSError as error:
-                if error.errno in (errno.ELOOP, errno.ENOTDIR):  # no longer a folder: unlink what it is now
-                    try:
-                        os.unlink(name, dir_fd=fd)
-                        continue
-                    except OSError as inner:
-                        error = inner
-                level.skip.add(name)
-                report("/".join([*shown, name]), f"could not be entered ({error.strerror or error})")
-                continue
-            info = os.fstat(child)
-            if info.st_dev != device:
-                os.close(child)
-                level.skip.add(name)
-                report("/".join([*shown, name]), "another filesystem is mounted there; it was left")
-                continue
+            child, info = entered
             os.close(fd)
             fd = child
             stack.append(_Level(name, (info.st_dev, info.st_ino)))
             shown.append(name)
     except OSError as error:
         report("/".join(shown), f"the removal stopped ({error.strerror or error})")
-        return _with_count(problems, count[0])
     finally:
         os.close(fd)
-    if not keep_root and not count[0]:
-        try:
-            os.rmdir(root)
-        except OSError as error:
-            report(root, f"could not be removed ({error.strerror or error})")
-    return _with_count(problems, count[0])
+
+
+def _enter_pending(
+    fd: int, name: str, level: _Level, device: int, shown: list[str], report
+) -> tuple[int, os.stat_result] | None:
+    """Descriptor and fstat of folder `name`; None if gone, no longer a folder (unlinked) or not entered (reported)."""
+    try:
+        child = _open_walk_folder(name, fd)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):  # no longer a folder: unlink what it is now
+            try:
+                os.unlink(name, dir_fd=fd)
+                return None
+            except OSError as inner:
+                error = inner
+        level.skip.add(name)
+        report("/".join([*shown, name]), f"could not be entered ({error.strerror or error})")
+        return None
+    info = os.fstat(child)
+    if info.st_dev != device:
+        os.close(child)
+        level.skip.add(name)
+        report("/".join([*shown, name]), "another filesystem is mounted there; it was left")
+        return None
+    return child, info
 
 
 def _unlink_non_folders(fd: int, level: _Level, shown: list[str], report) -> tuple[list[str], bool]:
