@@ -438,7 +438,20 @@ class _Tripwire:
     def _restore_shell(self) -> list[str]:
         """Undo changes to IPython's execution machinery and the interpreter's hooks; what was undone."""
         undone = []
+        # Read once: every step works on these very objects, whatever learner-made objects do when a step reads
+        # them (their __module__, their __eq__).
         shell, saved, shell_class = self.shell, self.saved, type(self.shell)
+        self._restore_shell_methods(shell, shell_class, undone)
+        self._restore_transformers(shell, saved, undone)
+        self._restore_execution_objects(shell, saved, undone)
+        self._remove_learner_hooks(shell, undone)
+        self._restore_handler_and_tracing(undone)
+        self._pop_torch_modes(undone)
+        return undone
+
+    # The steps of _restore_shell, in its order; each appends what it undid to `undone`.
+    def _restore_shell_methods(self, shell, shell_class: type, undone: list[str]) -> None:
+        """The shell's methods on its class as they were, and none of the notebook's on the instance."""
         for name, original in self.shell_methods:
             if raw_attribute(shell_class, name) is not original:
                 setattr(shell_class, name, original)
@@ -447,6 +460,9 @@ class _Tripwire:
             if name in vars(shell) and name not in self.instance_overrides:
                 delattr(shell, name)
                 undone.append(f"IPython shell method {name}")
+
+    def _restore_transformers(self, shell, saved: dict, undone: list[str]) -> None:
+        """The custom exception handlers, the transformer lists, the input transformer manager and its lists."""
         if tuple(shell.custom_exceptions) != saved["custom_exceptions"]:
             shell.custom_exceptions = saved["custom_exceptions"]
             undone.append("custom exception handlers")
@@ -463,10 +479,16 @@ class _Tripwire:
             if [id(item) for item in current] != [id(item) for item in items]:
                 current[:] = items
                 undone.append(f"input transformer manager {name}")
+
+    def _restore_execution_objects(self, shell, saved: dict, undone: list[str]) -> None:
+        """The compiler, the display hook and the display publisher."""
         for name in ("compile", "displayhook", "display_pub"):
             if getattr(shell, name) is not saved[name]:
                 setattr(shell, name, saved[name])
                 undone.append(f"IPython {name}")
+
+    def _remove_learner_hooks(self, shell, undone: list[str]) -> None:
+        """The notebook's event callbacks, import hooks and path hooks (libraries' own stay)."""
         for name, callbacks in shell.events.callbacks.items():
             learner_made = [callback for callback in callbacks if self._learner_made(callback)]
             for callback in learner_made:
@@ -476,6 +498,9 @@ class _Tripwire:
             for item in [item for item in hooks if self._learner_made(item)]:
                 hooks.remove(item)
                 undone.append(label)
+
+    def _restore_handler_and_tracing(self, undone: list[str]) -> None:
+        """The grader's message handler back in place; no trace or profile function."""
         if self.kernel.shell_handlers.get(MESSAGE) is not self.handler:
             self.kernel.shell_handlers[MESSAGE] = self.handler
             undone.append("the grader's message handler")
@@ -485,19 +510,22 @@ class _Tripwire:
         if sys.getprofile() is not None:
             sys.setprofile(None)
             undone.append("profile function")
+
+    def _pop_torch_modes(self, undone: list[str]) -> None:
+        """The torch function and dispatch modes left active, popped (the judge's recordings end with their calls)."""
         torch = sys.modules.get("torch")
-        if torch is not None:
-            for length, pop, label in (
-                ("_len_torch_function_stack", "_pop_torch_function_stack", "torch function mode"),
-                ("_len_torch_dispatch_stack", "_pop_torch_dispatch_stack", "torch dispatch mode"),
-            ):
-                try:
-                    while getattr(torch._C, length)() > 0:
-                        getattr(torch._C, pop)()
-                        undone.append(label)
-                except Exception:
-                    pass
-        return undone
+        if torch is None:
+            return
+        for length, pop, label in (
+            ("_len_torch_function_stack", "_pop_torch_function_stack", "torch function mode"),
+            ("_len_torch_dispatch_stack", "_pop_torch_dispatch_stack", "torch dispatch mode"),
+        ):
+            try:
+                while getattr(torch._C, length)() > 0:
+                    getattr(torch._C, pop)()
+                    undone.append(label)
+            except Exception:
+                pass
 
     def _torch_modes(self) -> list[str]:
         torch = sys.modules.get("torch")
