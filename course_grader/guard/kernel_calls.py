@@ -290,42 +290,11 @@ def _recording(names: set, largest: list | None = None, operators: bool = True):
     # What ran is kept as the objects themselves while the learner's code runs (a set insertion per call),
     # and named once at the end: a recorded forward pass costs about three times an unrecorded one.
     functions_run, operators_run, classes_run, code_run = set(), set(), set(), set()
-    Tensor = torch.Tensor
-    entry, frame_of = _run.__code__, sys._getframe
     # The caller whose callers were noted last, held so that it stays this very call: a function calls PyTorch
     # many times in a row, and the callers of a call that is still running do not change.
     noted = [None]
-
-    def note_callers() -> None:  # the Python functions between the judge's call and this PyTorch call
-        frame = frame_of(2)
-        if frame is noted[0]:
-            return
-        noted[0] = frame
-        while frame is not None and frame.f_code is not entry:
-            code_run.add(frame.f_code)
-            frame = frame.f_back
-
-    class Functions(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            note_callers()
-            try:
-                functions_run.add(func)
-            except TypeError:  # an unhashable callable
-                names.add("function " + getattr(func, "__name__", type(func).__name__))
-            return func(*args, **(kwargs or {}))
-
-    class Operators(TorchDispatchMode):
-        @classmethod
-        def _should_skip_dynamo(cls) -> bool:  # nothing here is compiled: torch._dynamo (some 900 modules,
-            return False  # 1-4 s) would be imported by the first recorded call otherwise
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            operators_run.add(func)
-            result = func(*args, **(kwargs or {}))
-            for output in result if isinstance(result, (tuple, list)) else (result,):
-                if type(output) is Tensor and output.numel() > largest[0]:  # n x n scores made?
-                    largest[0] = output.numel()
-            return result
+    Functions = _functions_recorder(TorchFunctionMode, names, functions_run, code_run, noted)
+    Operators = _operators_recorder(TorchDispatchMode, torch.Tensor, operators_run, largest)
 
     def module_called(module, inputs):
         classes_run.add(type(module))
@@ -359,6 +328,55 @@ def _recording(names: set, largest: list | None = None, operators: bool = True):
         names.update(f"aten {func.overloadpacket.__name__}" for func in operators_run)
         names.update(f"module {cls.__module__}.{cls.__qualname__}" for cls in classes_run)
         names.update(_watched_python_names(code_run))
+
+
+# The two modes of a recording (_recording), made anew for each. PyTorch calls their methods directly on every call
+# (note_callers' frame_of(2) counts on no layer in between), and what they record into are closure variables. Their
+# bases and Tensor are what _recording bound before the learner's code ran.
+def _functions_recorder(base: type, names: set, functions_run: set, code_run: set, noted: list) -> type:
+    """The recording's torch function mode: each PyTorch function called from Python into ``functions_run``,
+    and the code of the Python functions between the judge's call and that call into ``code_run``."""
+    entry, frame_of = _run.__code__, sys._getframe
+
+    def note_callers() -> None:  # the Python functions between the judge's call and this PyTorch call
+        frame = frame_of(2)
+        if frame is noted[0]:
+            return
+        noted[0] = frame
+        while frame is not None and frame.f_code is not entry:
+            code_run.add(frame.f_code)
+            frame = frame.f_back
+
+    class Functions(base):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            note_callers()
+            try:
+                functions_run.add(func)
+            except TypeError:  # an unhashable callable
+                names.add("function " + getattr(func, "__name__", type(func).__name__))
+            return func(*args, **(kwargs or {}))
+
+    return Functions
+
+
+def _operators_recorder(base: type, Tensor: type, operators_run: set, largest: list) -> type:
+    """The recording's torch dispatch mode: each ATen operator run into ``operators_run``, and the number of
+    elements of the largest tensor one returned into ``largest[0]``."""
+
+    class Operators(base):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:  # nothing here is compiled: torch._dynamo (some 900 modules,
+            return False  # 1-4 s) would be imported by the first recorded call otherwise
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            operators_run.add(func)
+            result = func(*args, **(kwargs or {}))
+            for output in result if isinstance(result, (tuple, list)) else (result,):
+                if type(output) is Tensor and output.numel() > largest[0]:  # n x n scores made?
+                    largest[0] = output.numel()
+            return result
+
+    return Operators
 
 
 _watched_files = [-1, {}]  # [the number of modules loaded when it was read, {file: module name} of the watched ones]
@@ -741,51 +759,8 @@ class ProbePretendGPU:
         from torch.overrides import TorchFunctionMode
 
         gpu = self
-
-        class Event:
-            def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-                self.done_at = None
-
-            def record(self, stream=None):
-                self.done_at = max(gpu._free_at, time.perf_counter())
-
-            def query(self):
-                return self.done_at is not None and time.perf_counter() >= self.done_at
-
-            def synchronize(self):
-                if self.done_at is not None and self.done_at > time.perf_counter():
-                    time.sleep(self.done_at - time.perf_counter())
-
-            def wait(self, stream=None):
-                pass
-
-            def elapsed_time(self, end):
-                if self.done_at is None or end.done_at is None:
-                    raise RuntimeError("both events must be recorded before elapsed_time")
-                if not end.query():
-                    raise RuntimeError("CUDA error: device not ready (synchronize the end event before elapsed_time)")
-                return (end.done_at - self.done_at) * 1e3  # milliseconds, as CUDA events report
-
-        def on_cpu(value):
-            if isinstance(value, torch.device) and value.type == "cuda":
-                return torch.device("cpu")
-            return "cpu" if isinstance(value, str) and value.startswith("cuda") else value
-
-        class CudaOnCpu(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                if func is torch.Tensor.cuda:
-                    return args[0]
-                if func is torch.device:  # torch.device("cuda") itself stays a CUDA device
-                    return func(*args, **kwargs)
-                owner = getattr(func, "__self__", None)  # tensor.device and tensor.is_cuda tell of the pretend GPU
-                if owner is torch.Tensor.device:
-                    return torch.device("cuda", 0)
-                if owner is torch.Tensor.is_cuda:
-                    return True
-                args = tuple(on_cpu(a) for a in args)
-                return func(*args, **{key: on_cpu(value) for key, value in kwargs.items()})
-
+        Event = _pretend_cuda_event(gpu, time)
+        CudaOnCpu = _cuda_on_cpu_mode(TorchFunctionMode, torch)
         fakes = {
             "is_available": lambda: True,
             "device_count": lambda: 1,
@@ -812,6 +787,64 @@ class ProbePretendGPU:
         finally:
             for name, original in saved.items():
                 setattr(torch.cuda, name, original)
+
+
+# The pretend GPU's parts (ProbePretendGPU._on_pretend_gpu), made each time it runs a function: its events are
+# that GPU's (they complete when its queued work is done).
+def _pretend_cuda_event(gpu: ProbePretendGPU, time) -> type:
+    """torch.cuda.Event on the pretend GPU: recorded, it completes when the work ``gpu`` has queued is done."""
+
+    class Event:
+        def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+            self.done_at = None
+
+        def record(self, stream=None):
+            self.done_at = max(gpu._free_at, time.perf_counter())
+
+        def query(self):
+            return self.done_at is not None and time.perf_counter() >= self.done_at
+
+        def synchronize(self):
+            if self.done_at is not None and self.done_at > time.perf_counter():
+                time.sleep(self.done_at - time.perf_counter())
+
+        def wait(self, stream=None):
+            pass
+
+        def elapsed_time(self, end):
+            if self.done_at is None or end.done_at is None:
+                raise RuntimeError("both events must be recorded before elapsed_time")
+            if not end.query():
+                raise RuntimeError("CUDA error: device not ready (synchronize the end event before elapsed_time)")
+            return (end.done_at - self.done_at) * 1e3  # milliseconds, as CUDA events report
+
+    return Event
+
+
+def _cuda_on_cpu_mode(base: type, torch) -> type:
+    """A torch function mode under which "cuda" means the CPU, and tensors say they are on the pretend GPU."""
+
+    def on_cpu(value):
+        if isinstance(value, torch.device) and value.type == "cuda":
+            return torch.device("cpu")
+        return "cpu" if isinstance(value, str) and value.startswith("cuda") else value
+
+    class CudaOnCpu(base):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.Tensor.cuda:
+                return args[0]
+            if func is torch.device:  # torch.device("cuda") itself stays a CUDA device
+                return func(*args, **kwargs)
+            owner = getattr(func, "__self__", None)  # tensor.device and tensor.is_cuda tell of the pretend GPU
+            if owner is torch.Tensor.device:
+                return torch.device("cuda", 0)
+            if owner is torch.Tensor.is_cuda:
+                return True
+            args = tuple(on_cpu(a) for a in args)
+            return func(*args, **{key: on_cpu(value) for key, value in kwargs.items()})
+
+    return CudaOnCpu
 
 
 TIMING_PROBES = {"workload": ProbeWorkload, "pretend_gpu": ProbePretendGPU}
