@@ -27,6 +27,7 @@ import json
 import re
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ..ground import untrusted
@@ -273,63 +274,97 @@ def rebuild(data: dict, release: dict, name: str, findings: list[Finding]) -> di
             note("invalid-cell", "repaired", f"cell {index} is not a valid cell and was dropped")
             continue
         source = source_text(cell)
-        attachments = cell.get("attachments") if isinstance(cell.get("attachments"), dict) else None
-        if attachments and len(json.dumps(attachments)) > MAX_ATTACHMENT_CHARS:
-            note(
-                "attachment-dropped",
-                "repaired",
-                f"cell {index}: attachments over {MAX_ATTACHMENT_CHARS} characters dropped",
-            )
-            attachments = None
-        has_metadata = nbgrader_meta(cell) is not None or "nbgrader" in (cell.get("metadata") or {})
-        identifier = grade_id(cell)
-        if has_metadata and identifier is None:
-            note("stray-metadata", "repaired", f"cell {index}: nbgrader metadata without a valid id removed")
-        elif identifier is not None and identifier not in release_cells:
-            note(
-                "unknown-cell-id",
-                "repaired",
-                f"cell {index}: id {identifier!r} is not part of the assignment; its nbgrader metadata was removed",
-                identifier,
-            )
-            identifier = None
-        elif identifier in seen:
-            note(
-                "duplicate-cell-id",
-                "repaired",
-                f"cell {index} repeats the id {identifier!r}; only the first copy "
-                "is graded, the copy runs as an ordinary cell",
-                identifier,
-            )
-            identifier = None
+        attachments = _kept_attachments(cell, index, note)
+        identifier = _graded_id(cell, index, release_cells, seen, note)
         if identifier is None:
             cells.append(_plain_cell(cell["cell_type"], source, attachments))
             continue
         seen.add(identifier)
         reference = release_cells[identifier]
-        expected, submitted = nbgrader_meta(reference), nbgrader_meta(cell)
-        if cell["cell_type"] != reference["cell_type"]:
-            note(
-                "cell-type-changed",
-                "repaired",
-                f"was changed to {cell['cell_type']}; graded as {reference['cell_type']}",
-                identifier,
-            )
-        if "points" in expected and submitted.get("points") != expected.get("points"):
-            note(
-                "points-changed",
-                "review",
-                f"points changed from {expected.get('points')} to {submitted.get('points')!r}; restored",
-                identifier,
-            )
-        for flag in ("grade", "solution", "locked"):
-            if bool(submitted.get(flag)) != bool(expected.get(flag)):
-                note("metadata-changed", "review", f"nbgrader flag {flag!r} was changed; restored", identifier)
-        if is_locked(reference) and not is_solution(reference):
-            if source.strip() != source_text(reference).strip():
-                note("locked-cell-edited", "repaired", "a locked cell was edited; the original is graded", identifier)
-            source = source_text(reference)
+        _note_changed_metadata(cell, reference, identifier, note)
+        source = _graded_source(reference, source, identifier, note)
         cells.append(_tracked_cell(reference, source, attachments))
+    _put_back_missing(cells, seen, release_cells, release_order, note)
+    _give_ids(cells)
+    return {"cells": cells, "metadata": copy.deepcopy(release.get("metadata", {})), "nbformat": 4, "nbformat_minor": 5}
+
+
+# The steps of rebuild, in its order. `note(code, severity, message, cell="")` records a finding on the notebook.
+def _kept_attachments(cell: dict, index: int, note: Callable[..., None]) -> dict | None:
+    """The cell's attachments (a dict of them), unless they are too large to keep."""
+    attachments = cell.get("attachments") if isinstance(cell.get("attachments"), dict) else None
+    if attachments and len(json.dumps(attachments)) > MAX_ATTACHMENT_CHARS:
+        note(
+            "attachment-dropped",
+            "repaired",
+            f"cell {index}: attachments over {MAX_ATTACHMENT_CHARS} characters dropped",
+        )
+        attachments = None
+    return attachments
+
+
+def _graded_id(cell: dict, index: int, release_cells: dict, seen: set, note: Callable[..., None]) -> str | None:
+    """The release cell this cell is graded as, or None: no id, an id the release does not have, or one that
+    an earlier cell took (stray nbgrader metadata is noted either way)."""
+    has_metadata = nbgrader_meta(cell) is not None or "nbgrader" in (cell.get("metadata") or {})
+    identifier = grade_id(cell)
+    if has_metadata and identifier is None:
+        note("stray-metadata", "repaired", f"cell {index}: nbgrader metadata without a valid id removed")
+    elif identifier is not None and identifier not in release_cells:
+        note(
+            "unknown-cell-id",
+            "repaired",
+            f"cell {index}: id {identifier!r} is not part of the assignment; its nbgrader metadata was removed",
+            identifier,
+        )
+        identifier = None
+    elif identifier in seen:
+        note(
+            "duplicate-cell-id",
+            "repaired",
+            f"cell {index} repeats the id {identifier!r}; only the first copy "
+            "is graded, the copy runs as an ordinary cell",
+            identifier,
+        )
+        identifier = None
+    return identifier
+
+
+def _note_changed_metadata(cell: dict, reference: dict, identifier: str, note: Callable[..., None]) -> None:
+    """What the learner changed of a tracked cell's type and nbgrader metadata (the release's are graded)."""
+    expected, submitted = nbgrader_meta(reference), nbgrader_meta(cell)
+    if cell["cell_type"] != reference["cell_type"]:
+        note(
+            "cell-type-changed",
+            "repaired",
+            f"was changed to {cell['cell_type']}; graded as {reference['cell_type']}",
+            identifier,
+        )
+    if "points" in expected and submitted.get("points") != expected.get("points"):
+        note(
+            "points-changed",
+            "review",
+            f"points changed from {expected.get('points')} to {submitted.get('points')!r}; restored",
+            identifier,
+        )
+    for flag in ("grade", "solution", "locked"):
+        if bool(submitted.get(flag)) != bool(expected.get(flag)):
+            note("metadata-changed", "review", f"nbgrader flag {flag!r} was changed; restored", identifier)
+
+
+def _graded_source(reference: dict, source: str, identifier: str, note: Callable[..., None]) -> str:
+    """The learner's source, except in a locked cell: the release's source is graded there."""
+    if is_locked(reference) and not is_solution(reference):
+        if source.strip() != source_text(reference).strip():
+            note("locked-cell-edited", "repaired", "a locked cell was edited; the original is graded", identifier)
+        source = source_text(reference)
+    return source
+
+
+def _put_back_missing(
+    cells: list[dict], seen: set, release_cells: dict, release_order: list, note: Callable[..., None]
+) -> None:
+    """Each tracked cell the learner deleted, from the release, after the tracked cell it follows there."""
     for position, identifier in enumerate(release_order):
         if identifier in seen:
             continue
@@ -346,6 +381,10 @@ def rebuild(data: dict, release: dict, name: str, findings: list[Finding]) -> di
         cells.insert(anchor + 1, _tracked_cell(reference, source_text(reference), reference.get("attachments")))
         seen.add(identifier)
         note("cell-restored", "repaired", "this cell was missing and was put back from the release", identifier)
+
+
+def _give_ids(cells: list[dict]) -> None:
+    """Every cell a unique, valid id: its grade id where it has one, else one made from its position."""
     used_ids: set[str] = set()
     for index, cell in enumerate(cells):
         candidate = grade_id(cell) or f"cell-{index + 1}"
@@ -354,7 +393,6 @@ def rebuild(data: dict, release: dict, name: str, findings: list[Finding]) -> di
         )
         cell["id"] = candidate
         used_ids.add(candidate)
-    return {"cells": cells, "metadata": copy.deepcopy(release.get("metadata", {})), "nbformat": 4, "nbformat_minor": 5}
 
 
 def _scan(notebook: dict, release: dict, name: str, assignment: Assignment, findings: list[Finding]) -> None:
