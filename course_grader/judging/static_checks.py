@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+from collections.abc import Callable
 
 # Modules that give access to files, processes, the interpreter or the notebook machinery.
 SENSITIVE_MODULES = frozenset(
@@ -451,18 +452,33 @@ def modules_the_tests_reach(sources: list[str]) -> list[str]:
     loaded first by learner code, and the guard watches them from the start.
     """
     required: dict[str, bool] = {}  # name -> must be importable (an import statement names it)
-    bindings: dict[str, str] = {}
+    trees = _parsed(sources)
+
+    def want(name: str, must: bool) -> None:
+        if name.split(".")[0] != "__future__" and name != "course_grader" and not name.startswith("course_grader."):
+            required[name] = required.get(name, False) or must
+
+    bindings = _want_imports(trees, want)
+    _want_attribute_chains(trees, bindings, want)
+    return [name if must else f"{name}?" for name, must in required.items()]
+
+
+# The steps of modules_the_tests_reach. `want(name, must)` adds a module name (must: an import statement names it).
+def _parsed(sources: list[str]) -> list[ast.AST]:
+    """The cells that parse (one that does not runs nothing, so it imports nothing)."""
     trees = []
     for source in sources:
         try:
             trees.append(ast.parse(to_python(source)))
         except SyntaxError:
             continue
+    return trees
 
-    def want(name: str, must: bool) -> None:
-        if name.split(".")[0] != "__future__" and name != "course_grader" and not name.startswith("course_grader."):
-            required[name] = required.get(name, False) or must
 
+def _want_imports(trees: list[ast.AST], want: Callable[[str, bool], None]) -> dict[str, str]:
+    """Each module an import statement names, with its parents, and each name a `from` import takes (a module,
+    perhaps); what each imported name is bound to (name -> dotted name), for the attribute chains."""
+    bindings: dict[str, str] = {}
     for node in (node for tree in trees for node in ast.walk(tree)):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -476,6 +492,12 @@ def modules_the_tests_reach(sources: list[str]) -> list[str]:
                 if alias.name != "*":
                     want(f"{node.module}.{alias.name}", False)
                     bindings[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return bindings
+
+
+def _want_attribute_chains(trees: list[ast.AST], bindings: dict[str, str], want: Callable[[str, bool], None]) -> None:
+    """Each dotted name an attribute chain on an imported name reaches (`np.random.default_rng`: numpy.random and
+    numpy.random.default_rng), perhaps a module."""
     for node in (node for tree in trees for node in ast.walk(tree)):
         chain, current = [], node
         while isinstance(current, ast.Attribute):
@@ -486,4 +508,3 @@ def modules_the_tests_reach(sources: list[str]) -> list[str]:
             for attribute in reversed(chain):
                 dotted = f"{dotted}.{attribute}"
                 want(dotted, False)
-    return [name if must else f"{name}?" for name, must in required.items()]
