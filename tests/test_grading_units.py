@@ -470,6 +470,7 @@ def test_a_worker_imports_nothing_when_its_hidden_test_trains():
 GUARD_SCRIPT = r"""
 import json, sys, types
 import numpy as np, numpy.random, numpy.testing   # what the tests reach is imported ahead (warmkernel.preload)
+import torch
 from IPython.core.interactiveshell import InteractiveShell
 from course_grader.sandbox import warmkernel
 
@@ -501,6 +502,13 @@ library_wrapper.__wrapped__ = original
 library_wrapper.__code__ = library_wrapper.__code__.replace(co_filename=np.__file__)
 np.isclose = library_wrapper
 found['library wrapper'] = tripwire.verify()
+cell("import torch\nfrom torch.utils._python_dispatch import TorchDispatchMode\n"
+     "class Spy(TorchDispatchMode):\n"
+     "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+     "        return func(*args, **(kwargs or {}))\n"
+     "Spy().__enter__()\ntorch.overrides.TorchFunctionMode().__enter__()")
+found['modes undone'] = [label for label in tripwire.restore()['undone'] if 'torch' in label and 'mode' in label]
+found['modes left'] = [torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()]
 cell("import threading\ntry:\n    threading.Thread(target=print).start()\n    started = True\n"
      "except RuntimeError:\n    started = False")
 cell("import sys\ntry:\n    sys.settrace(lambda *a: None)\n    traced = True\nexcept RuntimeError:\n    traced = False")
@@ -540,6 +548,8 @@ def test_kernel_guard_restores_references_and_fails_what_changed_during_a_test(t
     assert not found["library wrapper"]["changed"], (
         f"a library's own wrapper of its function (torch.manual_seed, optimizers' step) is not tampering: {found}"
     )
+    assert sorted(found["modes undone"]) == ["torch dispatch mode", "torch function mode"], found["modes undone"]
+    assert found["modes left"] == [0, 0], "the torch modes a notebook left active are popped before the next test"
     assert found["notebook thread started"] is False and found["notebook trace set"] is False, found
     assert any("thread" in problem for problem in found["problems"]) and any(
         "settrace" in problem for problem in found["problems"]

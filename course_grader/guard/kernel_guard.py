@@ -517,12 +517,17 @@ class _Tripwire:
         if torch is None:
             return
         for length, pop, label in (
-            ("_len_torch_function_stack", "_pop_torch_function_stack", "torch function mode"),
-            ("_len_torch_dispatch_stack", "_pop_torch_dispatch_stack", "torch dispatch mode"),
+            (torch._C._len_torch_function_stack, torch._C._pop_torch_function_stack, "torch function mode"),
+            # The dispatch stack's pop takes the key of an infrastructure mode; None pops the innermost user mode.
+            (
+                torch._C._len_torch_dispatch_stack,
+                lambda: torch._C._pop_torch_dispatch_stack(None),
+                "torch dispatch mode",
+            ),
         ):
             try:
-                while getattr(torch._C, length)() > 0:
-                    getattr(torch._C, pop)()
+                while length() > 0:
+                    pop()
                     undone.append(label)
             except Exception:
                 pass
