@@ -4,7 +4,8 @@ Each module draws the diagrams of one topic and returns :class:`matplotlib.figur
 (no ``pyplot``, like :mod:`course_utils.plotting`). Where a picture can be computed from the real
 objects (the causal mask from ``attention.causal_mask``, a real digit's patch grid, RoPE rotating a
 real query) it is drawn from them rather than by hand. All of them share the colours and drawing
-primitives of :mod:`course_utils.diagrams.draw`, so that a query is the same blue in every chapter.
+primitives of :mod:`course_utils.diagrams.draw`, so that a query is the same blue in every chapter;
+:mod:`course_utils.diagrams.layout` places boxes in rows, columns and grids.
 
 Import the module of a topic, e.g. ``from course_utils.diagrams import attention as pictures``
 (:mod:`~course_utils.diagrams.attention`: self-attention, Q/K/V, the scaled dot-product flow and

@@ -3,7 +3,8 @@
 Coordinates are in "diagram units" on an axes with equal aspect and no ticks: ``canvas(10, 4)`` is
 ten units wide and four high, and a box at ``(1, 1)`` of size ``(2, 1)`` spans x = 1..3, y = 1..2.
 Every function returns the artist it drew, so that a test can find its label again; ``texts(fig)``
-lists every string a figure shows.
+lists every string a figure shows. Where the boxes go (rows, columns, grids of them) is
+:mod:`course_utils.diagrams.layout`'s part.
 """
 
 from __future__ import annotations
