@@ -9,7 +9,8 @@
   encoder -> classification head on the ``[CLS]`` output (the seed's 9.0 figure, "Vision Transformer
   架构"). Every size in it is read from a real :class:`~course_utils.models.VisionTransformer`.
 
-Both return a :class:`matplotlib.figure.Figure` built with :mod:`course_utils.diagrams.draw`.
+Both return a :class:`matplotlib.figure.Figure` built with :mod:`course_utils.diagrams.draw`; the Vision
+Transformer's boxes stand in the lanes and bars of :mod:`course_utils.diagrams.layout`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from . import draw
+from . import draw, layout
 
 __all__ = ["vit_sizes", "patch_embedding", "vision_transformer"]
 
@@ -290,123 +291,137 @@ def vision_transformer(model, image=None, prediction: int | None = None) -> Figu
     patches are drawn with the middle patches left out.
     """
     s = vit_sizes(model)
-    count, patch = s["num_patches"], s["patch_size"]
+    count = s["num_patches"]
     pixels = None if image is None else _image_array(image, s["img_size"], s["channels"])
     if prediction is not None and not 0 <= prediction < s["classes"]:
         raise ValueError(f"prediction={prediction} is not a class index (0..{s['classes'] - 1})")
-    if count <= 16:
-        slots = list(range(count))
-    else:
-        slots = [0, 1, 2, 3, 4, 5, None, count - 2, count - 1]  # None: the "…" slot
+    slots = list(range(count)) if count <= 16 else [0, 1, 2, 3, 4, 5, None, count - 2, count - 1]  # None: "…"
 
-    step = 0.78
-    first_x = 2.55  # slot 0 = [CLS]
-    width = max(13.0, first_x + (len(slots) + 1) * step + 0.6)
+    # One lane per token, [CLS] first: lanes[i] holds patch i's picture, and every stage above draws
+    # token i on the same vertical axis. The stages are bars across the lanes, stacked bottom to top.
+    lanes = layout.row(x=2.6, y=1.02, widths=[0.5] * (len(slots) + 1), height=0.5, gap=0.28)
+    projection = layout.across(lanes[1:], y=2.2, height=0.6, margin=0.15)
+    tokens = layout.across(lanes, y=3.35, height=0.6)
+    encoder = layout.across(lanes, y=4.55, height=2.3, margin=0.25)
+    head = layout.Cell(lanes[0].center_x - 0.9, encoder.top + 0.7, 2.9, 0.6)
+
+    width = max(13.0, encoder.right + 0.58)
     fig, ax = draw.canvas(width, 9.75, scale=0.85)
     draw.label(ax, width / 2, 9.55, "Vision Transformer: an image becomes a sequence of tokens", fontsize=13)
+    _draw_patches(ax, s, pixels, slots, lanes, projection)
+    # 2. The linear projection, one for all patches.
+    draw.box(
+        ax,
+        *projection,
+        f"Linear projection of flattened patches: E ({s['patch_size'] ** 2 * s['channels']} x {s['d_model']}), "
+        "one for all",
+        color="input",
+        fontsize=10.5,
+    )
+    _draw_tokens(ax, s, slots, lanes, projection, tokens)
+    _draw_encoder(ax, s, slots, lanes, tokens, encoder)
+    _draw_head(ax, s, slots, lanes, encoder, head, prediction)
+    return fig
 
-    # 1. The image and its patches, bottom row.
-    patch_images = None
+
+def _draw_patches(
+    ax, s: dict, pixels: np.ndarray | None, slots: list, lanes: list[layout.Cell], projection: layout.Cell
+) -> None:
+    """1. The image (or a box standing for it) at the bottom left, cut into the patches of ``lanes[1:]``,
+    each with an arrow up into the ``projection``."""
+    count, patch = s["num_patches"], s["patch_size"]
+    image = layout.Cell(0.2, 0.5, 1.55, 1.55)
+    pictures = None
     if pixels is not None:
         from ..models import patchify
 
-        patch_images = patchify(torch.as_tensor(pixels, dtype=torch.float32)[None, None], patch)[0]
-        patch_images = patch_images.view(count, patch, patch).numpy()
-        image_cell = 1.55 / pixels.shape[0]
-        _patch_grid(ax, 0.2, 0.5, pixels, patch, image_cell, numbers=False)
-        draw.label(ax, 0.2 + 0.78, 0.25, f"{s['img_size']} x {s['img_size']} image", fontsize=10)
+        pictures = patchify(torch.as_tensor(pixels, dtype=torch.float32)[None, None], patch)[0]
+        pictures = pictures.view(count, patch, patch).numpy()
+        _patch_grid(ax, image.x, image.y, pixels, patch, image.w / pixels.shape[0], numbers=False)
+        caption_x = image.x + 0.78  # under the image (0.78, not its exact half 0.775, as the figure was first drawn)
+        draw.label(ax, caption_x, image.y - 0.25, f"{s['img_size']} x {s['img_size']} image", fontsize=10)
     else:
-        draw.box(ax, 0.2, 0.5, 1.55, 1.55, f"{s['img_size']} x {s['img_size']}\nimage", color="neutral", fontsize=9)
-    draw.arrow(ax, (1.85, 1.27), (first_x + step - 0.15, 1.27))
-    draw.label(ax, (1.85 + first_x + step) / 2, 1.55, "cut", fontsize=9)
+        draw.box(ax, *image, f"{s['img_size']} x {s['img_size']}\nimage", color="neutral", fontsize=9)
+    draw.arrow(ax, (image.right + 0.1, lanes[1].center_y), (lanes[1].left - 0.2, lanes[1].center_y))
+    draw.label(ax, (image.right + lanes[1].left + 0.05) / 2, lanes[1].top + 0.03, "cut", fontsize=9)
 
-    centres = [first_x + i * step + 0.3 for i in range(len(slots) + 1)]  # centres[0] is [CLS]
-    for i, index in enumerate(slots, start=1):
-        cx = centres[i]
+    for lane, index in zip(lanes[1:], slots):
         if index is None:
-            draw.label(ax, cx, 1.27, "…", fontsize=14)
+            draw.label(ax, *lane.center, "…", fontsize=14)
             continue
-        if patch_images is not None:
-            _grey_cells(ax, cx - 0.25, 1.02, patch_images[index], 0.5 / patch, pixels.min(), pixels.max())
+        if pictures is not None:
+            _grey_cells(ax, lane.x, lane.y, pictures[index], lane.w / patch, pixels.min(), pixels.max())
         else:
-            draw.box(ax, cx - 0.25, 1.02, 0.5, 0.5, "", color="neutral", rounded=False)
-        draw.label(ax, cx, 0.8, str(index), fontsize=9)
-        draw.arrow(ax, (cx, 1.55), (cx, 2.2), width=0.8)
-    draw.label(ax, centres[1] - 0.45, 0.8, "patch", fontsize=9, ha="right")
+            draw.box(ax, *lane, "", color="neutral", rounded=False)
+        draw.label(ax, lane.center_x, lane.y - 0.22, str(index), fontsize=9)
+        draw.arrow(ax, (lane.center_x, lane.top + 0.03), (lane.center_x, projection.bottom), width=0.8)
+    draw.label(ax, lanes[1].left - 0.2, lanes[1].y - 0.22, "patch", fontsize=9, ha="right")
     draw.label(
         ax,
-        (centres[1] + centres[-1]) / 2,
+        projection.center_x,
         0.35,
         f"N = {count} patches of {patch} x {patch} x {s['channels']}, flattened to {patch * patch * s['channels']} "
         "numbers each",
         fontsize=10.5,
     )
 
-    # 2. The linear projection, shared by all patches.
-    proj_left = centres[1] - 0.4
-    draw.box(
-        ax,
-        proj_left,
-        2.2,
-        centres[-1] + 0.4 - proj_left,
-        0.6,
-        f"Linear projection of flattened patches: E ({patch * patch * s['channels']} x {s['d_model']}), one for all",
-        color="input",
-        fontsize=10.5,
-    )
 
-    # 3. Tokens: [CLS] in front, position embeddings added.
-    token_y = 3.35
-    for i, cx in enumerate(centres):
+def _draw_tokens(
+    ax, s: dict, slots: list, lanes: list[layout.Cell], projection: layout.Cell, tokens: layout.Cell
+) -> None:
+    """3. The tokens: the learned [CLS] in front, then one per patch from the projection, and their
+    legend on the left."""
+    for i, lane in enumerate(lanes):
         if i > 0 and slots[i - 1] is None:
-            draw.label(ax, cx, token_y + 0.3, "…", fontsize=14)
+            draw.label(ax, lane.center_x, tokens.center_y, "…", fontsize=14)
             continue
-        position = 0 if i == 0 else slots[i - 1] + 1
-        draw.box(ax, cx - 0.36, token_y, 0.34, 0.6, str(position), color="position", fontsize=9, rounded=False)
+        # A position box beside its embedding (the two are added), a hair left of the lane's axis.
+        position, embedding = layout.row(
+            x=lane.center_x - 0.36, y=tokens.y, widths=[0.34, 0.35], height=tokens.h, gap=0.01
+        )
+        draw.box(ax, *position, str(0 if i == 0 else slots[i - 1] + 1), color="position", fontsize=9, rounded=False)
         draw.box(
             ax,
-            cx - 0.01,
-            token_y,
-            0.35,
-            0.6,
+            *embedding,
             "CLS" if i == 0 else "",
             color="output" if i == 0 else "input",
             fontsize=7.5,
             rounded=False,
         )
         if i > 0:
-            draw.arrow(ax, (cx, 2.8), (cx, token_y), width=0.8)
-    draw.label(ax, centres[0], token_y - 0.35, "[CLS]\nlearned", fontsize=9, va="top")
+            draw.arrow(ax, (lane.center_x, projection.top), (lane.center_x, tokens.bottom), width=0.8)
+    draw.label(ax, lanes[0].center_x, tokens.y - 0.35, "[CLS]\nlearned", fontsize=9, va="top")
     draw.label(
         ax,
         0.15,
-        token_y + 0.3,
+        tokens.center_y,
         f"position embedding\n(learned, {s['positions'][0]} x {s['positions'][1]})\n+ token embedding",
         fontsize=9.5,
         ha="left",
     )
-    draw.box(ax, 0.15, token_y - 0.75, 0.25, 0.3, "", color="position", rounded=False)
-    draw.label(ax, 0.5, token_y - 0.6, "position", fontsize=9, ha="left")
-    draw.box(ax, 0.15, token_y - 1.15, 0.25, 0.3, "", color="input", rounded=False)
-    draw.label(ax, 0.5, token_y - 1.0, "patch token", fontsize=9, ha="left")
+    patch_swatch, position_swatch = layout.column(x=0.15, y=tokens.y - 1.15, width=0.25, heights=[0.3, 0.3], gap=0.1)
+    for swatch, color, name in ((position_swatch, "position", "position"), (patch_swatch, "input", "patch token")):
+        draw.box(ax, *swatch, "", color=color, rounded=False)
+        draw.label(ax, swatch.right + 0.1, swatch.center_y, name, fontsize=9, ha="left")
 
-    # 4. The encoder.
-    enc_y, enc_h = 4.55, 2.3
-    enc_left, enc_right = centres[0] - 0.5, centres[-1] + 0.5
-    for i, cx in enumerate(centres):
+
+def _draw_encoder(
+    ax, s: dict, slots: list, lanes: list[layout.Cell], tokens: layout.Cell, encoder: layout.Cell
+) -> None:
+    """4. Every token into the encoder, drawn as its one repeated layer: a row of its parts."""
+    for i, lane in enumerate(lanes):
         if i == 0 or slots[i - 1] is not None:
-            draw.arrow(ax, (cx, token_y + 0.6), (cx, enc_y), width=0.8)
-    draw.box(ax, enc_left, enc_y, enc_right - enc_left, enc_h, "", color="neutral")
+            draw.arrow(ax, (lane.center_x, tokens.top), (lane.center_x, encoder.bottom), width=0.8)
+    draw.box(ax, *encoder, "", color="neutral")
     norm = "pre-norm" if s["norm_first"] else "post-norm"
     draw.label(
         ax,
-        (enc_left + enc_right) / 2,
-        enc_y + enc_h - 0.35,
+        encoder.center_x,
+        encoder.top - 0.35,
         f"Transformer encoder: L = {s['num_layers']} {norm} layers, {s['heads']} heads, d = {s['d_model']}",
         fontsize=10.5,
         fontweight="bold",
     )
-    layer_y = enc_y + 0.35
     parts = (
         ("LayerNorm", "norm", 1.25),
         ("multi-head\nself-attention", "query", 1.55),
@@ -415,57 +430,48 @@ def vision_transformer(model, image=None, prediction: int | None = None) -> Figu
         (f"MLP\n{s['d_model']} → {s['d_ff']} → {s['d_model']}", "ffn", 1.55),
         ("⊕", "neutral", 0.45),
     )
-    row_w = sum(w for _, _, w in parts) + 0.25 * (len(parts) - 1)
-    x = (enc_left + enc_right) / 2 - row_w / 2
-    for i, (text, color, w) in enumerate(parts):
-        draw.box(ax, x, layer_y, w, 0.9, text, color=color, fontsize=10 if text != "⊕" else 14, alpha=0.6)
-        if i < len(parts) - 1:
-            draw.arrow(ax, (x + w, layer_y + 0.45), (x + w + 0.25, layer_y + 0.45), width=0.8)
-        x += w + 0.25
+    cells = layout.row(x=0.0, y=encoder.y + 0.35, widths=[w for _, _, w in parts], height=0.9, gap=0.25)
+    cells = layout.centered(cells, x=encoder.center_x)
+    for i, ((text, color, _), cell) in enumerate(zip(parts, cells)):
+        draw.box(ax, *cell, text, color=color, fontsize=10 if text != "⊕" else 14, alpha=0.6)
+        if i < len(cells) - 1:
+            draw.arrow(ax, (cell.right, cell.center_y), (cells[i + 1].left, cell.center_y), width=0.8)
     draw.label(
         ax,
-        (enc_left + enc_right) / 2,
-        layer_y + 1.2,
+        encoder.center_x,
+        cells[0].y + 1.2,
         f"one layer of {s['num_layers']} (⊕ = residual add); every token attends to every token; "
         "a final LayerNorm follows the stack",
         fontsize=9.5,
         style="italic",
     )
 
-    # 5. The head reads the [CLS] output only.
-    top = enc_y + enc_h
-    for i, cx in enumerate(centres[1:]):
-        if slots[i] is None:
-            continue
-        ax.plot([cx, cx], [top, top + 0.3], color=draw.COLORS["norm"], linewidth=1.0)
+
+def _draw_head(
+    ax, s: dict, slots: list, lanes: list[layout.Cell], encoder: layout.Cell, head: layout.Cell, prediction: int | None
+) -> None:
+    """5. The classification head reads the [CLS] output only; the patch outputs stop short."""
+    for lane, index in zip(lanes[1:], slots):
+        if index is not None:
+            ax.plot([lane.center_x] * 2, [encoder.top, encoder.top + 0.3], color=draw.COLORS["norm"], linewidth=1.0)
     draw.label(
         ax,
-        (centres[1] + centres[-1]) / 2,
-        top + 0.5,
+        layout.bounds(lanes[1:]).center_x,
+        encoder.top + 0.5,
         "patch outputs: not used by the classifier",
         fontsize=9.5,
         color="#777777",
     )
-    draw.arrow(ax, (centres[0], top), (centres[0], top + 0.7), color="output", width=2.0)
-    draw.box(
-        ax,
-        centres[0] - 0.9,
-        top + 0.7,
-        2.9,
-        0.6,
-        f"head: Linear {s['d_model']} → {s['classes']}",
-        color="output",
-        fontsize=9.5,
-    )
-    draw.arrow(ax, (centres[0] + 0.55, top + 1.3), (centres[0] + 0.55, top + 1.75), color="output", width=1.5)
+    draw.arrow(ax, (lanes[0].center_x, encoder.top), (lanes[0].center_x, head.bottom), color="output", width=2.0)
+    draw.box(ax, *head, f"head: Linear {s['d_model']} → {s['classes']}", color="output", fontsize=9.5)
+    draw.arrow(ax, (head.center_x, head.top), (head.center_x, head.top + 0.45), color="output", width=1.5)
     answer = f"{s['classes']} class scores" + ("" if prediction is None else f": predicted class {prediction}")
     draw.label(
         ax,
-        centres[0] + 0.55,
-        top + 1.95,
+        head.center_x,
+        head.top + 0.65,
         answer,
         fontsize=10,
         ha="left" if prediction is not None else "center",
         fontweight="bold",
     )
-    return fig
