@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
 from ..attention import MultiHeadAttention, scaled_dot_product_attention
-from . import draw
+from . import draw, layout
 
 __all__ = ["self_attention_links", "qkv_projections", "scaled_dot_product_flow", "multi_head_flow"]
 
@@ -344,13 +344,18 @@ def scaled_dot_product_flow(Q, K, V, mask=None) -> Figure:
     if not (torch.allclose(out, reference, atol=1e-9) and torch.allclose(weights, reference_weights, atol=1e-9)):
         raise RuntimeError("the step-by-step computation disagrees with scaled_dot_product_attention")
 
+    # The five steps are a row of boxes, each with its matrix below it; Q and K come in from the left,
+    # V from above the last step.
     cell = 0.46
     n_q, n_k, d_v = q.shape[0], k.shape[0], v.shape[1]
-    stage_w, first_x = 2.45, 2.5
-    width = first_x + 5 * stage_w + 0.2
-    mat_h = max(n_q, n_k) * cell
-    box_y = mat_h + 1.55
-    height = box_y + 0.8 + 0.55 + n_k * cell + 1.15
+    steps = layout.row(x=2.5, y=max(n_q, n_k) * cell + 1.55, widths=[1.9] * 5, height=0.8, gap=0.55)
+    q_area = layout.Cell(0.45, steps[0].y + 0.55, d_k * cell, n_q * cell)
+    k_area = layout.Cell(0.45, steps[0].y - 0.15 - n_k * cell, d_k * cell, n_k * cell)
+    v_area = layout.above(steps[-1], width=d_v * cell, height=n_k * cell, gap=0.55)
+    # Q and K, the five steps and a margin: steps[-1].right + 0.75, written as the number it is (the sum
+    # comes out a hair above 14.95 and moves the centred title by a pixel).
+    width = 14.95
+    height = v_area.top + 1.15
     fig, ax = draw.canvas(width, height, scale=0.9, max_width_in=10.0)
     draw.label(
         ax,
@@ -360,11 +365,10 @@ def scaled_dot_product_flow(Q, K, V, mask=None) -> Figure:
         fontsize=12,
     )
     # Inputs Q and K on the left, feeding the first MatMul.
-    q_y = box_y + 0.55
     draw.matrix(
         ax,
-        0.45,
-        q_y,
+        q_area.x,
+        q_area.y,
         values=q.numpy(),
         cell=cell,
         color="query",
@@ -374,13 +378,12 @@ def scaled_dot_product_flow(Q, K, V, mask=None) -> Figure:
         shape_label="",
         fontsize=8,
     )
-    draw.label(ax, 0.3, q_y + n_q * cell / 2, "Q", fontsize=11, ha="right")
-    draw.label(ax, 0.45 + d_k * cell / 2, q_y + n_q * cell + 0.15, _shape(q.numpy()), fontsize=8.5, va="bottom")
-    k_y = box_y - 0.15 - n_k * cell
+    draw.label(ax, q_area.left - 0.15, q_area.center_y, "Q", fontsize=11, ha="right")
+    draw.label(ax, q_area.center_x, q_area.top + 0.15, _shape(q.numpy()), fontsize=8.5, va="bottom")
     draw.matrix(
         ax,
-        0.45,
-        k_y,
+        k_area.x,
+        k_area.y,
         values=k.numpy(),
         cell=cell,
         color="key",
@@ -390,8 +393,7 @@ def scaled_dot_product_flow(Q, K, V, mask=None) -> Figure:
         shape_label=_shape(k.numpy()),
         fontsize=8,
     )
-    draw.label(ax, 0.3, k_y + n_k * cell / 2, "K", fontsize=11, ha="right")
-    box_h = 0.8
+    draw.label(ax, k_area.left - 0.15, k_area.center_y, "K", fontsize=11, ha="right")
     stages = [
         ("MatMul\nS = Q Kᵀ", scores, "Blues", f"S {_shape(scores.numpy())}"),
         (f"Scale\nS / √d_k  (d_k = {d_k})", scaled, "Blues", "scaled scores"),
@@ -399,15 +401,11 @@ def scaled_dot_product_flow(Q, K, V, mask=None) -> Figure:
         ("SoftMax\nover each row", weights, "Blues", f"A {_shape(weights.numpy())}, rows sum to 1"),
         ("MatMul\nZ = A V", out, None, f"Z {_shape(out.numpy())}"),
     ]
-    for index, (text, values, cmap, caption) in enumerate(stages):
-        x = first_x + index * stage_w
+    for index, ((text, values, cmap, caption), step) in enumerate(zip(stages, steps)):
         optional = index == 2 and mask is None
         patch = draw.box(
             ax,
-            x,
-            box_y,
-            stage_w - 0.55,
-            box_h,
+            *step,
             text,
             color="output" if index == 4 else "neutral",
             fontsize=9.5,
@@ -416,31 +414,36 @@ def scaled_dot_product_flow(Q, K, V, mask=None) -> Figure:
         if optional:
             patch.set_linestyle("--")
         if index == 0:
-            draw.arrow(ax, (0.45 + d_k * cell + 0.1, q_y + n_q * cell / 2), (x, box_y + box_h * 0.7), color="query")
-            draw.arrow(ax, (0.45 + d_k * cell + 0.1, k_y + n_k * cell / 2), (x, box_y + box_h * 0.3), color="key")
+            draw.arrow(ax, (q_area.right + 0.1, q_area.center_y), (step.left, step.y + step.h * 0.7), color="query")
+            draw.arrow(ax, (k_area.right + 0.1, k_area.center_y), (step.left, step.y + step.h * 0.3), color="key")
         else:
-            draw.arrow(ax, (x - 0.55, box_y + box_h / 2), (x, box_y + box_h / 2))
-        cols = values.shape[1]
-        mx = x + (stage_w - 0.55) / 2 - cols * cell / 2
-        my = box_y - 0.6 - values.shape[0] * cell
+            draw.arrow(ax, (steps[index - 1].right, step.center_y), (step.left, step.center_y))
+        rows, cols = values.shape
+        result_area = layout.below(step, width=cols * cell, height=rows * cell, gap=0.6)
         ax.plot(
-            [x + (stage_w - 0.55) / 2] * 2,
-            [box_y, box_y - 0.55],
+            [step.center_x] * 2,
+            [step.bottom, step.bottom - 0.55],
             color=draw.COLORS["edge"],
             linewidth=0.8,
             linestyle=":",
         )
         masked_cells = (~mask).numpy() if (mask is not None and index == 2) else None
         _numbered_matrix(
-            ax, mx, my, values.numpy(), cell, cmap, "output" if index == 4 else "neutral", caption, masked_cells
+            ax,
+            result_area.x,
+            result_area.y,
+            values.numpy(),
+            cell,
+            cmap,
+            "output" if index == 4 else "neutral",
+            caption,
+            masked_cells,
         )
     # V comes in from above into the last MatMul.
-    last_x = first_x + 4 * stage_w + (stage_w - 0.55) / 2
-    v_y = box_y + box_h + 0.55
     draw.matrix(
         ax,
-        last_x - d_v * cell / 2,
-        v_y,
+        v_area.x,
+        v_area.y,
         values=v.numpy(),
         cell=cell,
         color="value",
@@ -450,10 +453,11 @@ def scaled_dot_product_flow(Q, K, V, mask=None) -> Figure:
         shape_label="",
         fontsize=8,
     )
-    draw.label(ax, last_x - d_v * cell / 2 - 0.15, v_y + n_k * cell / 2, "V", fontsize=11, ha="right")
-    draw.label(ax, last_x + d_v * cell / 2 + 0.1, v_y + n_k * cell / 2, _shape(v.numpy()), fontsize=8.5, ha="left")
-    draw.arrow(ax, (last_x, v_y - 0.02), (last_x, box_y + box_h), color="value")
-    draw.label(ax, first_x + 2 * stage_w, height - 0.85, "Attention(Q, K, V) = softmax(QKᵀ / √d_k) V", fontsize=11)
+    draw.label(ax, v_area.left - 0.15, v_area.center_y, "V", fontsize=11, ha="right")
+    draw.label(ax, v_area.right + 0.1, v_area.center_y, _shape(v.numpy()), fontsize=8.5, ha="left")
+    draw.arrow(ax, (v_area.center_x, v_area.bottom - 0.02), (steps[-1].center_x, steps[-1].top), color="value")
+    # The formula over the middle of the figure (at the third step's left edge, where it was first put).
+    draw.label(ax, steps[2].left, height - 0.85, "Attention(Q, K, V) = softmax(QKᵀ / √d_k) V", fontsize=11)
     return fig
 
 
@@ -509,7 +513,20 @@ def multi_head_flow(module: MultiHeadAttention, seq_len: int = 10) -> Figure:
     parameters = sum(p.numel() for p in module.parameters())
     fmt = lambda s: "(" + ", ".join(str(v) for v in s) + ")"  # noqa: E731
 
+    # Bottom to top, centred: the input, the three projections side by side, the heads in parallel
+    # inside one frame (each in an equal slot of it), then the concatenation, W^O and the output.
     width, height = 10.6, 9.0
+    centre = width / 2
+    x_in = layout.Cell(centre - 1.5, 0.25, 3.0, 0.6)
+    projections = dict(zip("QKV", layout.row(x=0.35, y=1.35, widths=[3.0] * 3, height=0.85, gap=0.45)))
+    frame = layout.Cell(0.2, 3.05, width - 0.4, 1.75)
+    shown = list(range(h)) if h <= 4 else [0, 1, None, h - 1]
+    # Equal slots across the frame, 0.1 inside it (0.3 written out: 0.2 + 0.1 is a hair more in floating
+    # point, and moves one head's text by a pixel).
+    slots = layout.row(x=0.3, y=frame.y, widths=[(width - 0.6) / len(shown)] * len(shown), height=frame.h)
+    concat, w_o = layout.column(x=centre - 1.7, y=5.45, width=3.4, heights=[0.8, 0.65], gap=0.45)
+    output = layout.above(w_o, width=3.0, height=0.5, gap=0.4)
+
     fig, ax = draw.canvas(width, height, scale=0.85)
     draw.label(
         ax,
@@ -518,108 +535,80 @@ def multi_head_flow(module: MultiHeadAttention, seq_len: int = 10) -> Figure:
         f"Multi-head attention: h = {h} heads of d_k = {d_model} / {h} = {d_k} features, in parallel",
         fontsize=12,
     )
-    centre = width / 2
-    # Input (bottom).
-    draw.box(ax, centre - 1.5, 0.25, 3.0, 0.6, f"input x {fmt(shapes['x'])}", color="input", fontsize=9.5)
-    # The three projections, side by side.
+    draw.box(ax, *x_in, f"input x {fmt(shapes['x'])}", color="input", fontsize=9.5)
     colors = {"Q": "query", "K": "key", "V": "value"}
-    proj_y, proj_w, proj_h = 1.35, 3.0, 0.85
-    proj_x = {"Q": 0.35, "K": centre - proj_w / 2, "V": width - 0.35 - proj_w}
-    for name, x in proj_x.items():
+    for name, cell in projections.items():
         linear = getattr(module, "W_" + name.lower())
         projected = fmt(shapes["W_" + name.lower()])
         draw.box(
             ax,
-            x,
-            proj_y,
-            proj_w,
-            proj_h,
+            *cell,
             f"$W^{name}$: Linear({linear.in_features}, {linear.out_features})\n{name} {projected}",
             color=colors[name],
             fontsize=9,
         )
-        draw.arrow(ax, (centre, 0.85), (x + proj_w / 2, proj_y))
+        draw.arrow(ax, (x_in.center_x, x_in.top), (cell.center_x, cell.bottom))
     B, H, T, D = shapes["heads"]
     draw.label(
         ax,
         centre,
-        proj_y + proj_h + 0.3,
+        projections["K"].top + 0.3,
         f"split each into heads: {fmt(shapes['W_q'])} → (B, h, T, d_k) = {fmt((B, H, T, D))}",
         fontsize=9,
         bbox=dict(facecolor="white", edgecolor="none", pad=1.5),
         zorder=5,
     )
-    # The heads, in parallel, inside one frame.
-    shown = list(range(h)) if h <= 4 else [0, 1, None, h - 1]
-    frame_y, frame_h = 3.05, 1.75
-    frame = FancyBboxPatch(
-        (0.2, frame_y),
-        width - 0.4,
-        frame_h,
-        boxstyle="round,pad=0.02,rounding_size=0.15",
-        facecolor="#F4F4F4",
-        edgecolor=draw.COLORS["edge"],
-        linewidth=0.8,
-        linestyle="--",
+    ax.add_patch(
+        FancyBboxPatch(
+            (frame.x, frame.y),
+            frame.w,
+            frame.h,
+            boxstyle="round,pad=0.02,rounding_size=0.15",
+            facecolor="#F4F4F4",
+            edgecolor=draw.COLORS["edge"],
+            linewidth=0.8,
+            linestyle="--",
+        )
     )
-    ax.add_patch(frame)
-    for x in proj_x.values():
-        draw.arrow(ax, (x + proj_w / 2, proj_y + proj_h), (x + proj_w / 2, frame_y))
-    slot = (width - 0.6) / len(shown)
-    head_tops = []
-    for index, head in enumerate(shown):
-        x = 0.3 + index * slot
+    for cell in projections.values():
+        draw.arrow(ax, (cell.center_x, cell.top), (cell.center_x, frame.bottom))
+    heads = []
+    for slot, head in zip(slots, shown):
         if head is None:
-            draw.label(ax, x + slot / 2, frame_y + frame_h / 2, f"…\nheads 3 to {h - 1}", fontsize=10)
+            draw.label(ax, *slot.center, f"…\nheads 3 to {h - 1}", fontsize=10)
             continue
         lo, hi = head * d_k, (head + 1) * d_k - 1
         i = head + 1
+        heads.append(slot.inset(0.1, 0.15))
         draw.box(
             ax,
-            x + 0.1,
-            frame_y + 0.15,
-            slot - 0.2,
-            frame_h - 0.3,
+            *heads[-1],
             f"head {i}\nsoftmax(Q{i}K{i}ᵀ/√{d_k}) V{i}\nfeatures {lo}…{hi}\nout ({B}, {T}, {d_k})",
             color="neutral",
             fontsize=8.5,
         )
-        head_tops.append(x + slot / 2)
-    # Concatenation, output projection, output (top).
-    concat_y, box_w = 5.45, 3.4
     draw.box(
         ax,
-        centre - box_w / 2,
-        concat_y,
-        box_w,
-        0.8,
+        *concat,
         f"Concat: {h} × {d_k} = {d_model} features\n{fmt(shapes['W_o_in'])}",
         color="output",
         fontsize=9,
         alpha=0.5,
     )
-    for x in head_tops:
-        draw.arrow(ax, (x, frame_y + frame_h - 0.15), (centre, concat_y))
-    wo_y = concat_y + 1.25
+    for cell in heads:
+        draw.arrow(ax, (cell.center_x, cell.top), (concat.center_x, concat.bottom))
     draw.box(
-        ax,
-        centre - box_w / 2,
-        wo_y,
-        box_w,
-        0.65,
-        f"$W^O$: Linear({module.W_o.in_features}, {module.W_o.out_features})",
-        color="output",
-        fontsize=9,
+        ax, *w_o, f"$W^O$: Linear({module.W_o.in_features}, {module.W_o.out_features})", color="output", fontsize=9
     )
-    draw.arrow(ax, (centre, concat_y + 0.8), (centre, wo_y))
-    draw.box(ax, centre - 1.5, wo_y + 1.05, 3.0, 0.5, f"output {fmt(shapes['out'])}", color="neutral", fontsize=9.5)
-    draw.arrow(ax, (centre, wo_y + 0.65), (centre, wo_y + 1.05))
+    draw.arrow(ax, (concat.center_x, concat.top), (w_o.center_x, w_o.bottom))
+    draw.box(ax, *output, f"output {fmt(shapes['out'])}", color="neutral", fontsize=9.5)
+    draw.arrow(ax, (w_o.center_x, w_o.top), (output.center_x, output.bottom))
     # What the picture implies, read from the module.
     formula = "4·d_model² + 4·d_model" if module.W_q.bias is not None else "4·d_model²"
     draw.label(
         ax,
-        0.3,
-        concat_y + 0.9,
+        slots[0].left,
+        concat.top + 0.1,
         f"attention weights {fmt(shapes['weights'])}:\none (T, T) matrix per head",
         fontsize=9,
         ha="left",
@@ -627,8 +616,8 @@ def multi_head_flow(module: MultiHeadAttention, seq_len: int = 10) -> Figure:
     )
     draw.label(
         ax,
-        width - 0.3,
-        concat_y + 0.9,
+        slots[-1].right,
+        concat.top + 0.1,
         f"parameters {formula}\n= {parameters:,}, whatever h is",
         fontsize=9,
         ha="right",
