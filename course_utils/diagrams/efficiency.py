@@ -24,6 +24,7 @@ from matplotlib.patches import Polygon, Rectangle
 from ..attention import KVCache, MultiHeadAttention, causal_mask
 from ..flash import Tile, flash_attention, online_softmax_steps
 from .draw import COLORS, arrow, box, canvas, label
+from .layout import Cell, bounds, column, grid
 
 __all__ = ["mha_shapes", "mha_kv_cache_shapes", "flash_tiles", "tile_counts"]
 
@@ -111,6 +112,18 @@ def mha_kv_cache_shapes(
     step = mha_shapes(module, new_token, cache)  # one generated token
     B, H, T, d_k = full["q_heads"].shape
 
+    # 1 (top): the input, a grid of Q, K, V (rows) projected and split in heads (columns), then scores,
+    # heads and output. 2 (bottom): the new token, a column of its q, k, v, the K and V caches as a grid of
+    # one slot per token, then its scores and output. Arrows meet the boxes 0.42 up (about their middle).
+    t = step["k_heads"].shape[-2]
+    x_in = Cell(0.2, 7.1, 2.0, 1.3)
+    projected = grid(x=3.0, y=6.15, widths=[2.4, 2.4], heights=[0.85] * 3, gap_x=0.8, gap_y=0.3)
+    scores, heads, out = Cell(9.5, 7.55, 2.6, 1.3), Cell(12.9, 6.4, 2.4, 1.3), Cell(15.8, 6.4, 2.3, 1.3)
+    new_x = x_in.moved(dy=-4.4)
+    v_new, k_new, q_new = column(x=3.0, y=1.8, width=2.4, heights=[0.85] * 3, gap=0.3)
+    k_cache, v_cache = grid(x=6.5, y=1.85, widths=[6.4 / t] * t, heights=[0.75, 0.75], gap_y=0.4)
+    new_scores, new_out = Cell(13.2, 3.65, 2.3, 1.3), Cell(15.8, 1.8, 2.3, 1.3)
+
     fig, ax = canvas(
         18.2,
         10.4,
@@ -129,37 +142,27 @@ def mha_kv_cache_shapes(
         ha="left",
         fontweight="bold",
     )
-    box(ax, 0.2, 7.1, 2.0, 1.3, f"input x\n{_shape(full['x'])}", color="input", fontsize=fs)
-    rows = {"Q": 8.45, "K": 7.3, "V": 6.15}
+    box(ax, *x_in, f"input x\n{_shape(full['x'])}", color="input", fontsize=fs)
     colors = {"Q": "query", "K": "key", "V": "value"}
-    for name, y in rows.items():
+    for name, (projection, split) in zip("QKV", projected):
         letter = name.lower()
-        box(ax, 3.0, y, 2.4, 0.85, f"{name} = x W_{letter}\n{_shape(full[letter])}", color=colors[name], fontsize=fs)
-        arrow(ax, (2.2, 7.75), (3.0, y + 0.42))
-        box(
-            ax,
-            6.2,
-            y,
-            2.4,
-            0.85,
-            f"{name}, split in heads\n{_shape(full[letter + '_heads'])}",
-            color=colors[name],
-            fontsize=fs,
-        )
-        arrow(ax, (5.4, y + 0.42), (6.2, y + 0.42))
-    label(ax, 7.4, 5.85, "split = view + transpose (no data copied)", fontsize=8)
-    box(ax, 9.5, 7.55, 2.6, 1.3, f"scores $QK^T/\\sqrt{{d_k}}$\n{_shape(full['scores'])}", color="neutral", fontsize=fs)
-    arrow(ax, (8.6, 8.87), (9.5, 8.4))
-    arrow(ax, (8.6, 7.72), (9.5, 7.95))
-    box(ax, 12.9, 6.4, 2.4, 1.3, f"softmax, then\nweights @ V\n{_shape(full['heads'])}", color="value", fontsize=fs)
-    arrow(ax, (12.1, 8.2), (12.9, 7.3))
-    arrow(ax, (8.6, 6.57), (12.9, 6.75))
-    box(ax, 15.8, 6.4, 2.3, 1.3, f"merge heads,\nthen W_o: out\n{_shape(full['out'])}", color="output", fontsize=fs)
-    arrow(ax, (15.3, 7.05), (15.8, 7.05))
-    label(ax, 10.8, 9.1, "the only (T, T) tensor", fontsize=8)
+        box(ax, *projection, f"{name} = x W_{letter}\n{_shape(full[letter])}", color=colors[name], fontsize=fs)
+        arrow(ax, (x_in.right, x_in.center_y), (projection.left, projection.y + 0.42))
+        box(ax, *split, f"{name}, split in heads\n{_shape(full[letter + '_heads'])}", color=colors[name], fontsize=fs)
+        arrow(ax, (projection.right, projection.y + 0.42), (split.left, split.y + 0.42))
+    (_, q_split), (_, k_split), (_, v_split) = projected
+    label(ax, v_split.center_x, v_split.y - 0.3, "split = view + transpose (no data copied)", fontsize=8)
+    box(ax, *scores, f"scores $QK^T/\\sqrt{{d_k}}$\n{_shape(full['scores'])}", color="neutral", fontsize=fs)
+    arrow(ax, (q_split.right, q_split.y + 0.42), (scores.left, scores.y + 0.85))
+    arrow(ax, (k_split.right, k_split.y + 0.42), (scores.left, scores.y + 0.4))
+    box(ax, *heads, f"softmax, then\nweights @ V\n{_shape(full['heads'])}", color="value", fontsize=fs)
+    arrow(ax, (scores.right, scores.center_y), (heads.left, heads.y + 0.9))
+    arrow(ax, (v_split.right, v_split.y + 0.42), (heads.left, heads.y + 0.35))
+    box(ax, *out, f"merge heads,\nthen W_o: out\n{_shape(full['out'])}", color="output", fontsize=fs)
+    arrow(ax, (heads.right, heads.center_y), (out.left, out.center_y))
+    label(ax, scores.center_x, scores.top + 0.25, "the only (T, T) tensor", fontsize=8)
 
     # 2. One step of generation with the cache.
-    t = step["k_heads"].shape[-2]
     label(
         ax,
         0.2,
@@ -169,55 +172,49 @@ def mha_kv_cache_shapes(
         ha="left",
         fontweight="bold",
     )
-    box(ax, 0.2, 2.7, 2.0, 1.3, f"new token x\n{_shape(step['x'])}", color="input", fontsize=fs)
-    step_rows = {"q": 4.1, "k": 2.95, "v": 1.8}
-    for name, y in step_rows.items():
+    box(ax, *new_x, f"new token x\n{_shape(step['x'])}", color="input", fontsize=fs)
+    for name, cell in (("q", q_new), ("k", k_new), ("v", v_new)):
         box(
             ax,
-            3.0,
-            y,
-            2.4,
-            0.85,
+            *cell,
             f"{name} of the new token\n{_shape(step[name + '_heads' if name == 'q' else name + '_new'])}",
             color=colors[name.upper()],
             fontsize=fs,
         )
-        arrow(ax, (2.2, 3.35), (3.0, y + 0.42))
-    cell = 6.4 / t
-    cache_x = 6.5
-    for name, y in (("k", 3.0), ("v", 1.85)):
-        color = COLORS["key" if name == "k" else "value"]
-        for j in range(t):
-            new = j == t - 1
+        arrow(ax, (new_x.right, new_x.center_y), (cell.left, cell.y + 0.42))
+    for slots, source, name in ((k_cache, k_new, "key"), (v_cache, v_new, "value")):
+        for slot in slots:
+            new = slot is slots[-1]
             ax.add_patch(
                 Rectangle(
-                    (cache_x + j * cell, y),
-                    cell,
-                    0.75,
-                    facecolor=to_rgba(color, 1.0 if new else 0.4),
+                    (slot.x, slot.y),
+                    slot.w,
+                    slot.h,
+                    facecolor=to_rgba(COLORS[name], 1.0 if new else 0.4),
                     edgecolor=COLORS["edge"] if new else "white",
                     linewidth=1.4 if new else 0.6,
                 )
             )
-        ax.add_patch(Rectangle((cache_x, y), t * cell, 0.75, fill=False, edgecolor=COLORS["edge"]))
-        arrow(ax, (5.4, y + 0.37), (cache_x, y + 0.37))
-    cache_end = cache_x + t * cell
-    label(ax, cache_x + t * cell / 2, 3.98, f"K cache {_shape(step['k_heads'])}", fontsize=fs)
-    label(ax, cache_x + t * cell / 2, 1.57, f"V cache {_shape(step['v_heads'])}", fontsize=fs)
+        outline = bounds(slots)
+        ax.add_patch(Rectangle((outline.x, outline.y), outline.w, outline.h, fill=False, edgecolor=COLORS["edge"]))
+        arrow(ax, (source.right, outline.y + 0.37), (outline.left, outline.y + 0.37))
+    k_outline, v_outline = bounds(k_cache), bounds(v_cache)
+    label(ax, k_outline.center_x, k_outline.top + 0.23, f"K cache {_shape(step['k_heads'])}", fontsize=fs)
+    label(ax, v_outline.center_x, v_outline.bottom - 0.28, f"V cache {_shape(step['v_heads'])}", fontsize=fs)
     label(
         ax,
-        cache_x + t * cell / 2,
-        1.15,
+        v_outline.center_x,
+        v_outline.bottom - 0.7,
         f"{cached_before} tokens kept from earlier steps (pale) + the new one, appended now (dark)",
         fontsize=8,
     )
-    box(ax, 13.2, 3.65, 2.3, 1.3, f"scores of the\nnew query\n{_shape(step['scores'])}", color="neutral", fontsize=fs)
-    arrow(ax, (5.4, 4.52), (13.2, 4.52))
+    box(ax, *new_scores, f"scores of the\nnew query\n{_shape(step['scores'])}", color="neutral", fontsize=fs)
+    arrow(ax, (q_new.right, q_new.y + 0.42), (new_scores.left, q_new.y + 0.42))
     label(ax, 9.7, 4.7, "q goes straight to the scores", fontsize=8)
-    arrow(ax, (cache_end, 3.37), (13.2, 3.95))
-    box(ax, 15.8, 1.8, 2.3, 1.3, f"weights @ V,\nmerge, W_o\nout {_shape(step['out'])}", color="output", fontsize=fs)
-    arrow(ax, (14.35, 3.65), (15.8, 2.85))
-    arrow(ax, (cache_end, 2.22), (15.8, 2.3))
+    arrow(ax, (k_outline.right, k_outline.y + 0.37), (new_scores.left, new_scores.y + 0.3))
+    box(ax, *new_out, f"weights @ V,\nmerge, W_o\nout {_shape(step['out'])}", color="output", fontsize=fs)
+    arrow(ax, (new_scores.center_x, new_scores.bottom), (new_out.left, new_out.y + 1.05))
+    arrow(ax, (v_outline.right, v_outline.y + 0.37), (new_out.left, new_out.y + 0.5))
 
     per_layer = 2 * step["k_heads"].numel()
     lines = [
@@ -317,7 +314,7 @@ def flash_tiles(
         return k_start * unit, side - q_start * unit
 
     computed = {(t.q_start, t.k_start) for t in record}
-    for q_start in range(0, n, block_q):  # the whole grid of tiles in white; computed ones are painted below
+    for q_start in range(0, n, block_q):  # the outline grid of tiles in white; computed ones are painted below
         height = (min(q_start + block_q, n) - q_start) * unit
         for k_start in range(0, n, block_k):
             width = (min(k_start + block_k, n) - k_start) * unit
