@@ -491,57 +491,51 @@ class Manager:
 
     def _finish(self, kernel: Kernel) -> None:
         """After the kernel's first process ended: nothing of it may be left; say how it ended."""
-        left = True
-        if kernel.cgroup is not None:
-            left = not kernel.cgroup.kill_all()
-        else:
-            self._sweep_without_cgroup(kernel)
-            left = False
-        status = kernel.status
+        left = self._end_what_is_left(kernel)
         oom = kernel.cgroup.oom_kills() if kernel.cgroup is not None else 0
         limit = kernel.request.limits if kernel.request is not None else self.config.limits
-        if os.WIFSIGNALED(status):
-            number = os.WTERMSIG(status)
-            code = 128 + number
-        else:
-            code = os.WEXITSTATUS(status)
-            number = code - 128 if code > 128 else None
+        code, number = _exit_code_and_signal(kernel.status)
         if kernel.ending is None:
-            if oom:
-                kernel.ending = f"killed: it used more than its memory limit of {limit.memory_mb} MB"
-            elif number == signal.SIGKILL:
-                kernel.ending = "killed (CPU-time or process limit, or killed from outside)"
-            elif number == signal.SIGXCPU:
-                kernel.ending = f"stopped after the CPU-time limit of {limit.cpu_s} s"
-            elif number == signal.SIGSEGV:
-                kernel.ending = "crashed (segmentation fault)"
-            elif number is not None:
-                kernel.ending = f"killed by signal {number}"
-            else:
-                kernel.ending = f"exited with status {code}" if code else "exited normally"
+            kernel.ending = _describe_ending(code, number, oom, limit)
         if kernel.request is not None:
-            usage = kernel.usage
-            # Without a cgroup: the first process and the children it reaped; with one: every process.
-            cpu_s = round(usage.ru_utime + usage.ru_stime, 3) if usage else None
-            used = self._cpu_used(kernel)
-            if used is not None and kernel.cpu_base is not None:
-                cpu_s = round(used - kernel.cpu_base, 3)
-            status = KernelStatus(
-                exit_code=code,
-                ending=kernel.ending,
-                oom_kills=oom,
-                wall_s=round(time.monotonic() - (kernel.assigned_at or kernel.started), 3),
-                cpu_s=cpu_s,
-                peak_memory_mb=kernel.cgroup.peak_mb() if kernel.cgroup is not None else None,
-                processes_left=left,
-                profile=self.profile["name"],
-                memory=self.memory_note,
-                start_s=round(kernel.assigned_at - kernel.started, 3) if kernel.assigned_at else None,
-            )
-            try:
-                status.write(kernel.request.status_file)
-            except OSError:
-                pass
+            self._write_status(kernel, code, oom, left)
+        self._close_and_forget(kernel, code)
+
+    def _end_what_is_left(self, kernel: Kernel) -> bool:
+        """Kill whatever of the kernel still runs; True if some of it survived (only a cgroup can tell)."""
+        if kernel.cgroup is not None:
+            return not kernel.cgroup.kill_all()
+        self._sweep_without_cgroup(kernel)
+        return False
+
+    def _write_status(self, kernel: Kernel, code: int, oom: int, left: bool) -> None:
+        """Write how the assigned kernel ended and what it used to its status file, for the grader's report."""
+        usage = kernel.usage
+        # Without a cgroup: the first process and the children it reaped; with one: every process.
+        cpu_s = round(usage.ru_utime + usage.ru_stime, 3) if usage else None
+        used = self._cpu_used(kernel)
+        if used is not None and kernel.cpu_base is not None:
+            cpu_s = round(used - kernel.cpu_base, 3)
+        status = KernelStatus(
+            exit_code=code,
+            ending=kernel.ending,
+            oom_kills=oom,
+            wall_s=round(time.monotonic() - (kernel.assigned_at or kernel.started), 3),
+            cpu_s=cpu_s,
+            peak_memory_mb=kernel.cgroup.peak_mb() if kernel.cgroup is not None else None,
+            processes_left=left,
+            profile=self.profile["name"],
+            memory=self.memory_note,
+            start_s=round(kernel.assigned_at - kernel.started, 3) if kernel.assigned_at else None,
+        )
+        try:
+            status.write(kernel.request.status_file)
+        except OSError:
+            pass
+
+    def _close_and_forget(self, kernel: Kernel, code: int) -> None:
+        """Tell its launcher the exit code, close its sockets, remove its cgroup and drop it from the books;
+        a warm kernel that died before its assignment counts against its slot."""
         if kernel.launcher is not None:
             wire.send(kernel.launcher, Event("exit", code=code))
             kernel.launcher.close()
@@ -581,6 +575,32 @@ class Manager:
             wire.send(connection, Event("released"))
             connection.close()
         self.releases = still
+
+
+def _exit_code_and_signal(status: int) -> tuple[int, int | None]:
+    """The kernel's exit code (128 + the signal's number if a signal ended it) and that signal, or None.
+    An exit code above 128 counts as a signal too: bubblewrap, the first process of its kernels, exits
+    with 128 + the number of the signal that killed the kernel inside it."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        return 128 + number, number
+    code = os.WEXITSTATUS(status)
+    return code, code - 128 if code > 128 else None
+
+
+def _describe_ending(code: int, number: int | None, oom: int, limit: Limits) -> str:
+    """How a kernel ended, for the learner's report, when nothing that stopped it has said so already."""
+    if oom:
+        return f"killed: it used more than its memory limit of {limit.memory_mb} MB"
+    if number == signal.SIGKILL:
+        return "killed (CPU-time or process limit, or killed from outside)"
+    if number == signal.SIGXCPU:
+        return f"stopped after the CPU-time limit of {limit.cpu_s} s"
+    if number == signal.SIGSEGV:
+        return "crashed (segmentation fault)"
+    if number is not None:
+        return f"killed by signal {number}"
+    return f"exited with status {code}" if code else "exited normally"
 
 
 def _tail(path: str, lines: int = 5) -> str:
