@@ -194,73 +194,104 @@ def namespace_probe(manager, profile: dict) -> str | None:
         os.close(read_fd)
         message = "ok"
         try:
-            uid = manager.config.probe_uid if profile["own_uid"] else None
-            namespaces.enter(
-                profile, manager.hide, manager.mount_back, keep=[manager.config.probe_dir], expose=manager.config.expose
-            )
-            if profile.get("pid"):
-                namespaces.become_pid_namespace_init()  # the checks below run inside the new PID namespace
-            if uid is not None:
-                become_uid(uid)
-            elif profile["user_namespace"]:
-                namespaces.drop_capabilities()
-            namespaces.prctl(namespaces.PR_SET_NO_NEW_PRIVS, 1)
-            probe_dir = manager.config.probe_dir
-            os.chdir(probe_dir)
-            open(os.path.join(probe_dir, "probe.txt"), "w").close()
-            import importlib.util
-
-            for name in ("ipykernel", "IPython"):
-                with open(importlib.util.find_spec(name).origin, "rb") as handle:
-                    handle.read(1)
-            if profile["mounts"]:
-                for path in manager.hide:
-                    allowed = {
-                        back[len(path) :].strip("/").split("/")[0]
-                        for back in manager.mount_back
-                        if namespaces.inside(back, path)
-                    }
-                    try:
-                        leaked = set(os.listdir(path)) - allowed
-                    except (PermissionError, FileNotFoundError):
-                        leaked = set()
-                    if leaked:
-                        raise RuntimeError(f"{path} still shows {sorted(leaked)[:3]}")
-            if profile["mounts"] and os.path.exists(manager.marker):
-                raise RuntimeError(f"{manager.marker} (the grader's) is visible: /tmp is not private")
-            if profile.get("pid"):
-                try:
-                    os.kill(manager_pid, 0)
-                    raise RuntimeError("the manager's process can be signalled")
-                except ProcessLookupError:
-                    pass
-                if os.path.exists(f"/proc/{manager_pid}"):
-                    raise RuntimeError("the manager's process is visible in /proc")
-            if profile["network"]:
-                probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                probe.settimeout(1)
-                try:
-                    probe.connect(("1.1.1.1", 53))
-                    raise RuntimeError("the network is still reachable")
-                except OSError:
-                    pass
-                finally:
-                    probe.close()
+            _enter_profile(manager, profile)
+            _check_a_kernel_can_work(manager)
+            _check_what_is_out_of_reach(manager, profile, manager_pid)
         except BaseException as error:
             message = repr(error)
         os.write(write_fd, message.encode()[:4000])
         os._exit(0)
     os.close(write_fd)
+    output = _read_to_end(read_fd)
+    os.waitpid(pid, 0)
+    answer = output.decode(errors="replace")
+    return None if answer == "ok" else answer or "the probe died"
+
+
+def _enter_profile(manager, profile: dict) -> None:
+    """Confine the probe's child as the profile would confine a kernel."""
+    uid = manager.config.probe_uid if profile["own_uid"] else None
+    namespaces.enter(
+        profile, manager.hide, manager.mount_back, keep=[manager.config.probe_dir], expose=manager.config.expose
+    )
+    if profile.get("pid"):
+        namespaces.become_pid_namespace_init()  # the checks below run inside the new PID namespace
+    if uid is not None:
+        become_uid(uid)
+    elif profile["user_namespace"]:
+        namespaces.drop_capabilities()
+    namespaces.prctl(namespaces.PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _check_a_kernel_can_work(manager) -> None:
+    """A profile that hides too much is no use: the kernel must write in its folder and read its own code."""
+    probe_dir = manager.config.probe_dir
+    os.chdir(probe_dir)
+    open(os.path.join(probe_dir, "probe.txt"), "w").close()
+    import importlib.util
+
+    for name in ("ipykernel", "IPython"):
+        with open(importlib.util.find_spec(name).origin, "rb") as handle:
+            handle.read(1)
+
+
+def _check_what_is_out_of_reach(manager, profile: dict, manager_pid: int) -> None:
+    """Raise at the first thing the profile promises to hide or isolate that the child can still reach."""
+    if profile["mounts"]:
+        _check_course_files_hidden(manager)
+        if os.path.exists(manager.marker):
+            raise RuntimeError(f"{manager.marker} (the grader's) is visible: /tmp is not private")
+    if profile.get("pid"):
+        _check_manager_process_out_of_reach(manager_pid)
+    if profile["network"]:
+        _check_network_unreachable()
+
+
+def _check_course_files_hidden(manager) -> None:
+    """Each hidden folder may show only the entries mounted back into it."""
+    for path in manager.hide:
+        allowed = {
+            back[len(path) :].strip("/").split("/")[0] for back in manager.mount_back if namespaces.inside(back, path)
+        }
+        try:
+            leaked = set(os.listdir(path)) - allowed
+        except (PermissionError, FileNotFoundError):
+            leaked = set()
+        if leaked:
+            raise RuntimeError(f"{path} still shows {sorted(leaked)[:3]}")
+
+
+def _check_manager_process_out_of_reach(manager_pid: int) -> None:
+    try:
+        os.kill(manager_pid, 0)
+        raise RuntimeError("the manager's process can be signalled")
+    except ProcessLookupError:
+        pass
+    if os.path.exists(f"/proc/{manager_pid}"):
+        raise RuntimeError("the manager's process is visible in /proc")
+
+
+def _check_network_unreachable() -> None:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.settimeout(1)
+    try:
+        probe.connect(("1.1.1.1", 53))
+        raise RuntimeError("the network is still reachable")
+    except OSError:
+        pass
+    finally:
+        probe.close()
+
+
+def _read_to_end(fd: int) -> bytes:
     chunks = []
     while True:
-        chunk = os.read(read_fd, 4096)
+        chunk = os.read(fd, 4096)
         if not chunk:
             break
         chunks.append(chunk)
-    os.close(read_fd)
-    os.waitpid(pid, 0)
-    answer = b"".join(chunks).decode(errors="replace")
-    return None if answer == "ok" else answer or "the probe died"
+    os.close(fd)
+    return b"".join(chunks)
 
 
 def describe(profile: dict) -> str:
