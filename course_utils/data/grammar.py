@@ -137,58 +137,80 @@ def is_grammatical(sentence: str) -> bool:
     False
     """
     words = tuple(sentence.split())
-    sets = _WORDS_BY_ROLE
+    phrases = _PhraseEnds(words)
+    # S -> NP[n] VP[n] ".": a subject of either number, a verb phrase that agrees with it, and the full stop last.
+    for number in (_SG, _PL):
+        for j in phrases.noun_phrase_ends(0, number):
+            for k in phrases.verb_phrase_ends(j, number, True):
+                if k == len(words) - 1 and words[k] == _END:
+                    return True
+    return False
 
-    @functools.lru_cache(maxsize=None)
-    def np_ends(i: int, number: int) -> frozenset[int]:
-        if i >= len(words) or words[i] not in sets["det"][number]:
+
+class _PhraseEnds:
+    """Where the phrases of the small language can end in one sentence, one rule of the grammar per method.
+
+    ``noun_phrase_ends(i, number)`` is the set of positions ``j`` such that ``words[i:j]`` is a noun phrase
+    of that number, and so on for the other phrases. A set, because a phrase may stop early or go on with
+    a relative clause ("the dog" or "the dog that sleeps"); :func:`is_grammatical` tries every end.
+    """
+
+    def __init__(self, words: tuple[str, ...]):
+        self.words = words
+        # Nested clauses ask the same questions again (which noun phrases start here?): each is answered once.
+        # The caches are this sentence's own: one on the class would keep every sentence ever checked.
+        self.noun_phrase_ends = functools.lru_cache(maxsize=None)(self._noun_phrase_ends)
+        self.relative_clause_ends = functools.lru_cache(maxsize=None)(self._relative_clause_ends)
+        self.verb_phrase_ends = functools.lru_cache(maxsize=None)(self._verb_phrase_ends)
+
+    def _word_in(self, i: int, allowed) -> bool:
+        """Is there a word at position ``i``, and is it one of ``allowed``?"""
+        return i < len(self.words) and self.words[i] in allowed
+
+    def _noun_phrase_ends(self, i: int, number: int) -> frozenset[int]:
+        """NP[n] -> Det[n] (Adj) N[n] (RC[n])"""
+        if not self._word_in(i, _WORDS_BY_ROLE["det"][number]):
             return frozenset()
         j = i + 1
-        if j < len(words) and words[j] in _ADJECTIVES:
+        if self._word_in(j, _ADJECTIVES):
             j += 1
-        if j >= len(words) or words[j] not in sets["noun"][number]:
+        if not self._word_in(j, _WORDS_BY_ROLE["noun"][number]):
             return frozenset()
-        ends = {j + 1}
-        ends |= rc_ends(j + 1, number)
-        return frozenset(ends)
+        return frozenset({j + 1} | self.relative_clause_ends(j + 1, number))
 
-    @functools.lru_cache(maxsize=None)
-    def rc_ends(i: int, number: int) -> frozenset[int]:
-        if i >= len(words) or words[i] != "that":
+    def _relative_clause_ends(self, i: int, number: int) -> frozenset[int]:
+        """RC[n] -> "that" VP[n] (without its modifier) | "that" NP[m] Vt[m]"""
+        if not self._word_in(i, ("that",)):
             return frozenset()
-        ends = set(verb_phrase_ends(i + 1, number, modifier=False))
+        ends = set(self.verb_phrase_ends(i + 1, number, modifier=False))
         for inner in (_SG, _PL):
-            for j in np_ends(i + 1, inner):
-                if j < len(words) and words[j] in sets["vt"][inner]:
+            for j in self.noun_phrase_ends(i + 1, inner):
+                if self._word_in(j, _WORDS_BY_ROLE["vt"][inner]):
                     ends.add(j + 1)
         return frozenset(ends)
 
-    @functools.lru_cache(maxsize=None)
-    def verb_phrase_ends(i: int, number: int, modifier: bool) -> frozenset[int]:
-        if i >= len(words):
-            return frozenset()
-        bare = set()
-        if words[i] in sets["vi"][number]:
-            bare.add(i + 1)
-        if words[i] in sets["vt"][number]:
-            for inner in (_SG, _PL):
-                bare |= np_ends(i + 1, inner)
+    def _verb_phrase_ends(self, i: int, number: int, modifier: bool) -> frozenset[int]:
+        """VP[n] -> (Vi[n] | Vt[n] NP[m]) (Adv | P "the" Place), the modifier allowed only if ``modifier``"""
+        bare = self._verb_and_object_ends(i, number)
         if not modifier:
             return frozenset(bare)
         ends = set(bare)
         for j in bare:
-            if j < len(words) and words[j] in _ADVERBS:
+            if self._word_in(j, _ADVERBS):
                 ends.add(j + 1)
-            if j + 2 < len(words) and words[j] in _PREPOSITIONS and words[j + 1] == "the" and words[j + 2] in _PLACES:
+            if self._word_in(j, _PREPOSITIONS) and self._word_in(j + 1, ("the",)) and self._word_in(j + 2, _PLACES):
                 ends.add(j + 3)
         return frozenset(ends)
 
-    for number in (_SG, _PL):
-        for j in np_ends(0, number):
-            for k in verb_phrase_ends(j, number, True):
-                if k == len(words) - 1 and words[k] == _END:
-                    return True
-    return False
+    def _verb_and_object_ends(self, i: int, number: int) -> set[int]:
+        """Vi[n] | Vt[n] NP[m]: a verb that agrees with the subject, and the object of a transitive one."""
+        ends = set()
+        if self._word_in(i, _WORDS_BY_ROLE["vi"][number]):
+            ends.add(i + 1)
+        if self._word_in(i, _WORDS_BY_ROLE["vt"][number]):
+            for inner in (_SG, _PL):
+                ends |= self.noun_phrase_ends(i + 1, inner)
+        return ends
 
 
 @dataclass
