@@ -103,20 +103,53 @@ def _outputs(layout: CourseLayout, student: str, assignment_id: str = ASSIGNMENT
 def evaluate(attack, record, layout: CourseLayout) -> dict:
     """Compare one graded attack with its expectations; returns the outcome and any broken promise."""
     expect = attack.spec["expect"]
-    substitutions = {"{{COURSE_DIR}}": str(layout.root), "{{EXCHANGE_DIR}}": str(layout.exchange_dir)}
+    defended = _defended(expect, record)
+    problems = (
+        _score_problems(expect, record, defended)
+        + _report_problems(expect, record)
+        + _output_problems(expect, record, layout)
+        + _file_problems(expect, record, layout)
+    )
+    # For the table: what the grader did at run time first, then what the preflight found.
+    # The temporary course's path differs from run to run: the table shows it as <course>.
+    runtime = [reason.replace(str(layout.root), "<course>") for reason in record.reasons if not reason.startswith("[")]
+    found = sorted({finding["code"] for finding in record.findings if finding["severity"] != "info"})
+    return {
+        "verdict": _verdict(defended, record.needs_review),
+        "problems": problems,
+        "score": f"{record.auto_score:g}/{record.auto_max:g}",
+        "status": record.status,
+        "runtime": runtime,
+        "found": found,
+    }
+
+
+def _defended(expect: dict, record) -> bool:
+    """The attack earned no more than the honest part of its work: at most `max_auto_score`, exactly `auto_score`."""
+    bound, exact = expect.get("max_auto_score"), expect.get("auto_score")
+    return (bound is None or record.auto_score <= bound) and (exact is None or record.auto_score == exact)
+
+
+def _score_problems(expect: dict, record, defended: bool) -> list[str]:
+    """The grade row itself: its status, its auto score and the points it was graded out of."""
     problems = []
-    codes = {finding["code"] for finding in record.findings}
-    reasons = " | ".join(record.reasons)
     if record.status != expect["status"]:
         problems.append(f"status {record.status}, expected {expect['status']}")
-    bound, exact = expect.get("max_auto_score"), expect.get("auto_score")
-    defended = (bound is None or record.auto_score <= bound) and (exact is None or record.auto_score == exact)
     if not defended:
+        bound, exact = expect.get("max_auto_score"), expect.get("auto_score")
         problems.append(
             f"auto score {record.auto_score} (expected {'= ' + str(exact) if exact is not None else '<= ' + str(bound)})"
         )
     if "max_score" in expect and record.max_score != expect["max_score"]:
         problems.append(f"max score {record.max_score}, expected {expect['max_score']}")
+    return problems
+
+
+def _report_problems(expect: dict, record) -> list[str]:
+    """What the preflight's findings and the runtime's reasons must say about the attack."""
+    problems = []
+    codes = {finding["code"] for finding in record.findings}
+    reasons = " | ".join(record.reasons)
     for code in expect.get("findings", []) + expect.get("flags", []):
         if code not in codes:
             problems.append(f"finding {code} missing (found {sorted(codes)})")
@@ -128,6 +161,12 @@ def evaluate(attack, record, layout: CourseLayout) -> dict:
     for fragment in expect.get("reasons", []):
         if fragment not in reasons:
             problems.append(f"no reason mentions {fragment!r}")
+    return problems
+
+
+def _output_problems(expect: dict, record, layout: CourseLayout) -> list[str]:
+    """What the learner reads in the graded notebooks' outputs must (not) show."""
+    problems = []
     outputs = (
         _outputs(layout, record.student, record.assignment)
         if ("outputs_contain" in expect or "outputs_lack" in expect)
@@ -139,6 +178,13 @@ def evaluate(attack, record, layout: CourseLayout) -> dict:
     for fragment in expect.get("outputs_lack", []):
         if fragment in outputs:
             problems.append(f"outputs show {fragment!r}: the sandbox let it through")
+    return problems
+
+
+def _file_problems(expect: dict, record, layout: CourseLayout) -> list[str]:
+    """Files the attack must not have created, and how large its graded notebook may grow."""
+    problems = []
+    substitutions = {"{{COURSE_DIR}}": str(layout.root), "{{EXCHANGE_DIR}}": str(layout.exchange_dir)}
     for template in expect.get("no_files", []):
         path = template
         for placeholder, value in substitutions.items():
@@ -151,8 +197,12 @@ def evaluate(attack, record, layout: CourseLayout) -> dict:
         ]
         if not sizes or max(sizes) > expect["max_notebook_mb"] * (1 << 20):
             problems.append(f"autograded notebook size {sizes} bytes exceeds {expect['max_notebook_mb']} MB")
-    flagged = record.needs_review
-    verdict = (
+    return problems
+
+
+def _verdict(defended: bool, flagged: bool) -> str:
+    """An attack is held off if it earned nothing it should not (defended) or a person is asked to look (flagged)."""
+    return (
         "defended and flagged"
         if defended and flagged
         else "defended"
@@ -161,18 +211,6 @@ def evaluate(attack, record, layout: CourseLayout) -> dict:
         if flagged
         else "NOT DEFENDED"
     )
-    # For the table: what the grader did at run time first, then what the preflight found.
-    # The temporary course's path differs from run to run: the table shows it as <course>.
-    runtime = [reason.replace(str(layout.root), "<course>") for reason in record.reasons if not reason.startswith("[")]
-    found = sorted({finding["code"] for finding in record.findings if finding["severity"] != "info"})
-    return {
-        "verdict": verdict,
-        "problems": problems,
-        "score": f"{record.auto_score:g}/{record.auto_max:g}",
-        "status": record.status,
-        "runtime": runtime,
-        "found": found,
-    }
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[attack.name for attack in ATTACKS])
