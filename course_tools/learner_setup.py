@@ -240,7 +240,7 @@ def refresh_git_index(root: str | os.PathLike, paths: list[str | os.PathLike] | 
         if "\t" in line:
             info, path = line.split("\t", 1)
             stored[path] = info.split()[1]
-    unchanged = [path for path, digest in zip(candidates, cleaned) if stored.get(path) == digest]
+    unchanged = [path for path, digest in zip(candidates, cleaned, strict=False) if stored.get(path) == digest]
     if unchanged and _git(root, "add", "--", *unchanged).returncode != 0:
         return []
     return unchanged

@@ -110,7 +110,7 @@ def _broadcasts_to(shape: tuple, target: tuple) -> bool:
     Plain integers: this runs on every attention call, where ``torch.broadcast_shapes`` costs far more."""
     if len(shape) > len(target):
         return False
-    return all(size in (1, wanted) for size, wanted in zip(reversed(shape), reversed(target)))
+    return all(size in (1, wanted) for size, wanted in zip(reversed(shape), reversed(target), strict=False))
 
 
 def check_mask(mask: torch.Tensor, score_shape: torch.Size | tuple, name: str = "mask") -> None:

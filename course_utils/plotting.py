@@ -290,7 +290,7 @@ def plot_history(
     axes[2].set_title("gradient norm")
     axes[2].set_ylabel("global L2 norm (before clipping)")
 
-    for ax, (name, values) in zip(axes[3:], history.eval_metrics.items()):
+    for ax, (name, values) in zip(axes[3:], history.eval_metrics.items(), strict=False):
         ax.plot(history.eval_step, values, marker="o")
         ax.set_title(f"evaluation: {name}")
         ax.set_ylabel(name)

@@ -67,7 +67,7 @@ def test_sdpa_backward_matches_pytorch():
     grads_ours = torch.autograd.grad(ours.square().sum(), (q, k, v))
     theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     grads_theirs = torch.autograd.grad(theirs.square().sum(), (q, k, v))
-    for a, b in zip(grads_ours, grads_theirs):
+    for a, b in zip(grads_ours, grads_theirs, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 

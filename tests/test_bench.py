@@ -316,7 +316,7 @@ def test_cli_quick_writes_json_markdown_and_png(tmp_path, capsys):
     ok = [r for r in results.rows if r.ok]
     assert {"naive", "sdpa-math", "sdpa-flash", "flash-pytorch"} <= {r.method for r in ok}
     stored_rows = json.loads((folder / "cpu.json").read_text())["rows"]
-    for r, stored in zip(results.rows, stored_rows):
+    for r, stored in zip(results.rows, stored_rows, strict=True):
         assert REQUIRED_ROW_FIELDS <= set(stored), f"the json row lacks {REQUIRED_ROW_FIELDS - set(stored)}"
         if r.max_abs_diff is not None:
             assert r.max_abs_diff < 1e-4, f"{r.method} disagrees with {r.diff_vs}: {r.max_abs_diff}"
@@ -418,7 +418,7 @@ def _no_flash_here(monkeypatch, fused_stand_in: bool = True):
     original_flash = bench.METHODS["sdpa-flash"]
 
     def flash_on_sm75(q, k, v, causal):
-        warnings.warn(SM75_FLASH_WARNING, UserWarning)
+        warnings.warn(SM75_FLASH_WARNING, UserWarning, stacklevel=2)
         raise RuntimeError("No available kernel. Aborting execution.")
 
     monkeypatch.setitem(

@@ -136,7 +136,7 @@ def test_train_and_test_share_no_date(date_task):
 def test_targets_are_valid_iso_dates_that_match_their_source(date_task):
     pairs = date_task.train_pairs + date_task.test_pairs
     formats = date_task.train_formats + date_task.test_formats
-    for (source, iso), fmt in zip(pairs, formats):
+    for (source, iso), fmt in zip(pairs, formats, strict=True):
         date = dt.date.fromisoformat(iso)  # raises on an invalid date such as 2021-02-30
         assert date.isoformat() == iso and len(iso) == 10, f"{iso!r} is not in YYYY-MM-DD form"
         assert 1950 <= date.year <= 2049
@@ -316,7 +316,7 @@ def test_mask_tokens_replacement_rates_are_parameters():
     explicit = data.mask_tokens(
         tokens, tokenizer, rng=torch.Generator().manual_seed(4), mask_replace_prob=0.8, random_replace_prob=0.1
     )
-    assert all(torch.equal(a, b) for a, b in zip(default, explicit)), "the defaults are BERT's 80/10/10"
+    assert all(torch.equal(a, b) for a, b in zip(default, explicit, strict=True)), "the defaults are BERT's 80/10/10"
     with pytest.raises(ValueError, match="add up to at most 1"):
         data.mask_tokens(tokens, tokenizer, mask_replace_prob=0.8, random_replace_prob=0.3)
 
@@ -332,7 +332,7 @@ def test_agreement_probes_separate_right_and_wrong_verbs_by_the_grammar():
     for probe in probes:
         assert probe.prefix.startswith(f"the {probe.subject}") and probe.right and len(probe.right) == len(probe.wrong)
         assert not set(probe.right) & set(probe.wrong)
-        for right, wrong in zip(probe.right, probe.wrong):
+        for right, wrong in zip(probe.right, probe.wrong, strict=True):
             assert data.is_grammatical(f"{probe.prefix} {tokenizer.itos[right]} .")
             assert not data.is_grammatical(f"{probe.prefix} {tokenizer.itos[wrong]} .")
     attracted = next(p for p in probes if p.prefix == "the dog that chases the cats")
@@ -342,7 +342,7 @@ def test_agreement_probes_separate_right_and_wrong_verbs_by_the_grammar():
     clause = [p for p in probes if p.kind != "no clause"]
     last_plural = [p.prefix.split()[-1] in {n[1] for n in grammar._NOUNS} | {"chase"} for p in clause]
     subject_plural = [p.subject in {n[1] for n in grammar._NOUNS} for p in clause]
-    agree = sum(a == b for a, b in zip(last_plural, subject_plural))
+    agree = sum(a == b for a, b in zip(last_plural, subject_plural, strict=True))
     assert agree == len(clause) // 2, "the last word's number should match the subject's in exactly half of them"
 
 

@@ -122,7 +122,9 @@ def test_beam_cached_equals_uncached_and_scores_are_consistent(seq2seq, source):
     assert torch.allclose(cached_scores, plain_scores, atol=1e-9)
     log_p = decoding.sequence_log_prob(seq2seq, source, cached, BOS, EOS)
     lengths = [len(_strip(r)) for r in cached]
-    expected = torch.tensor([lp / decoding.gnmt_length_penalty(n, alpha) for lp, n in zip(log_p.tolist(), lengths)])
+    expected = torch.tensor(
+        [lp / decoding.gnmt_length_penalty(n, alpha) for lp, n in zip(log_p.tolist(), lengths, strict=True)]
+    )
     assert torch.allclose(cached_scores, expected.double(), atol=1e-9), (
         "the reported score must be log P(sequence) / length_penalty"
     )
@@ -141,7 +143,8 @@ def test_sequence_score_is_what_beam_search_ranks_by(seq2seq, source, alpha):
     log_p = decoding.sequence_log_prob(seq2seq, source, greedy, BOS, EOS)
     lengths = [len(_strip(r)) for r in greedy]
     expected = torch.tensor(
-        [lp / decoding.gnmt_length_penalty(n, alpha) for lp, n in zip(log_p.tolist(), lengths)], dtype=torch.float64
+        [lp / decoding.gnmt_length_penalty(n, alpha) for lp, n in zip(log_p.tolist(), lengths, strict=True)],
+        dtype=torch.float64,
     )
     assert torch.allclose(decoding.sequence_score(seq2seq, source, greedy, BOS, EOS, alpha), expected, atol=1e-12)
 

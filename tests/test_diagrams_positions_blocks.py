@@ -196,7 +196,7 @@ def test_scale_embeddings_multiplies_token_vectors_by_sqrt_d_model(position):
         ).eval()
         seen = {}
         first_layer = model.layers[0]
-        handle = first_layer.register_forward_pre_hook(lambda module, args: seen.setdefault("x", args[0]))
+        handle = first_layer.register_forward_pre_hook(lambda module, args, seen=seen: seen.setdefault("x", args[0]))
         with torch.no_grad():
             model(tokens)
         handle.remove()

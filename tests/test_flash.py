@@ -23,6 +23,7 @@ What runs where (the Triton tests are skipped, with the reason, where the `trito
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import os
@@ -30,6 +31,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -132,10 +134,10 @@ def test_flash_memory_grows_linearly_while_naive_grows_quadratically():
     flash_peaks, naive_peaks = [], []
     for n in lengths:
         q, k, v = (torch.randn(1, 4, n, 32) for _ in range(3))
-        flash_peaks.append(peak_memory(lambda: flash_attention(q, k, v, block_q=64, block_k=64))[0])
-        naive_peaks.append(peak_memory(lambda: naive_attention(q, k, v))[0])
-    flash_ratios = [b / a for a, b in zip(flash_peaks, flash_peaks[1:])]
-    naive_ratios = [b / a for a, b in zip(naive_peaks, naive_peaks[1:])]
+        flash_peaks.append(peak_memory(functools.partial(flash_attention, q, k, v, block_q=64, block_k=64))[0])
+        naive_peaks.append(peak_memory(functools.partial(naive_attention, q, k, v))[0])
+    flash_ratios = [b / a for a, b in pairwise(flash_peaks)]
+    naive_ratios = [b / a for a, b in pairwise(naive_peaks)]
     assert all(r <= 2.2 for r in flash_ratios), (
         f"flash attention's peak memory grew by {flash_ratios} per doubling of n (bytes {flash_peaks}); "
         "linear growth allows at most ~2"
@@ -156,7 +158,7 @@ def test_online_softmax_steps_end_at_the_softmax():
     assert [s.keys for s in steps] == [(0, 4), (4, 8), (8, 11)], f"blocks were {[s.keys for s in steps]}"
     maxima = [s.m for s in steps]
     assert maxima == sorted(maxima), f"the running maximum must never decrease: {maxima}"
-    for before, after in zip(steps, steps[1:]):
+    for before, after in pairwise(steps):
         assert math.isclose(after.alpha, math.exp(before.m - after.m)), "alpha must be exp(m_old - m_new)"
     last = steps[-1]
     assert math.isclose(last.m, scores.max().item(), rel_tol=1e-6), "final m is not the maximum score"

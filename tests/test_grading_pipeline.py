@@ -143,7 +143,7 @@ def test_release_has_no_solution_and_no_hidden_test(course, assignment_id):
                     f"line {number} gives away the solution or a hidden test: {line.strip()!r}"
                 )
             assert not cell.get("outputs"), f"release/{assignment_id}/{name}.ipynb carries outputs"
-        for grade_id, cell in notebooks.graded_cells(source).items():
+        for grade_id in notebooks.graded_cells(source):
             assert grade_id in release_cells, f"graded cell {grade_id} of the source is missing from the release"
 
 

@@ -63,7 +63,7 @@ def test_decoder_layer_matches_pytorch(norm_first, mode):
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
     g1 = torch.autograd.grad(out.square().sum(), (x, memory))
     g2 = torch.autograd.grad(expected.square().sum(), (x, memory))
-    for a, b in zip(g1, g2):
+    for a, b in zip(g1, g2, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from itertools import pairwise
 
 import pytest
 import torch
@@ -40,7 +41,9 @@ def test_make_batches_covers_every_example_once_per_epoch_and_reshuffles():
         "a new epoch should use a new order"
     )
     again = [b for b in training.make_batches((x, x * 2), batch_size=3, shuffle=True, seed=0)]
-    assert all(torch.equal(a[0], b[0]) for a, b in zip(first, again)), "the order must be repeatable under a seed"
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(first, again, strict=True)), (
+        "the order must be repeatable under a seed"
+    )
     assert len(training.make_batches((x,), 3, drop_last=True)) == 3
 
 
@@ -242,7 +245,7 @@ def test_warmup_cosine_schedule_shape_and_end_value():
     assert lrs[0] == pytest.approx(base_lr / warmup) and lrs[warmup - 1] == pytest.approx(base_lr)
     assert lrs[warmup] == pytest.approx(base_lr), "the decay starts from the full learning rate"
     decay = lrs[warmup : total + 1]
-    assert all(a >= b for a, b in zip(decay, decay[1:])), "the cosine part must not increase"
+    assert all(a >= b for a, b in pairwise(decay)), "the cosine part must not increase"
     assert lrs[total] == pytest.approx(base_lr * min_ratio), "the schedule ends at min_ratio * lr"
     assert lrs[-1] == pytest.approx(base_lr * min_ratio), "and stays there after `total` steps"
     assert lrs[(warmup + total) // 2] == pytest.approx(base_lr * (min_ratio + (1 - min_ratio) / 2))

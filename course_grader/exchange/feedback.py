@@ -71,7 +71,7 @@ def learner_traceback(output, learner_counts: set[int]) -> list[str] | None:
         # where it could show test code (in a learner's cell, it is their own code).
         return None
     kept, dropped, in_learner_code = [], False, False
-    for line, text in zip(lines[2:-1], plain[2:-1]):
+    for line, text in zip(lines[2:-1], plain[2:-1], strict=False):
         cell = CELL_FRAME.match(text)
         if cell and int(cell.group(1)) in learner_counts:
             in_learner_code = True

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fnmatch
+import functools
 import hashlib
 import os
 import stat
@@ -587,7 +588,7 @@ def _remove_under(fd: int, report) -> None:
                     report("/".join(shown), "the tree was moved while it was being removed; the removal stopped")
                     return
                 try:
-                    _retry_writable(lambda: os.rmdir(done.name, dir_fd=fd), fd)
+                    _retry_writable(functools.partial(os.rmdir, done.name, dir_fd=fd), fd)
                 except OSError as error:
                     stack[-1].skip.add(done.name)
                     report("/".join([*shown, done.name]), f"could not be removed ({error.strerror or error})")
@@ -652,7 +653,7 @@ def _unlink_non_folders(fd: int, level: _Level, shown: list[str], report) -> tup
             folders.append(name)
             continue
         try:
-            _retry_writable(lambda: os.unlink(name, dir_fd=fd), fd)
+            _retry_writable(functools.partial(os.unlink, name, dir_fd=fd), fd)
             changed = True
         except FileNotFoundError:
             changed = True

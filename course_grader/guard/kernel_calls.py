@@ -422,7 +422,7 @@ def call(nonce: str, request: str) -> None:
         return
     # An argument the call left as it came goes back as None (the judge keeps its own): only what changed crosses.
     after = []
-    for sent, item in zip(asked["args"], args):
+    for sent, item in zip(asked["args"], args, strict=False):
         reply = None if _is_handle(sent) else _reply(item)
         after.append(None if reply is None or reply.get("data") == sent else reply)
     payload = {"result": _reply(result), "args_after": after, "recorded": recorded}
@@ -489,7 +489,7 @@ def vjp(nonce: str, request: str) -> None:
         nonce,
         {
             "result": _reply(output),
-            "parameter_grads": {name: _reply(g) for name, g in zip(names, grads[: len(names)])},
+            "parameter_grads": {name: _reply(g) for name, g in zip(names, grads[: len(names)], strict=False)},
             "input_grads": [_reply(g) for g in grads[len(names) :]],
             "recorded": recorded,
         },

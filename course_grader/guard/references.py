@@ -292,7 +292,7 @@ class References:
     def _check_space(self, space, now: tuple, undo: bool, accept_trusted: bool, changed: list, stuck: list) -> None:
         label, namespace, klass, keys, _, originals, _ = space
         accepted = list(originals)
-        for position, (key, current, original) in enumerate(zip(keys, now, originals)):
+        for position, (key, current, original) in enumerate(zip(keys, now, originals, strict=False)):
             if current is original:
                 continue
             if self._acceptable(current, original, accept_trusted):

@@ -379,7 +379,7 @@ class Judge:
     def call(self, target: Remote, attribute: str | None, args, kwargs):
         answer = self.ask("call", json.dumps(self.request(target, attribute, args, kwargs)))
         self.answered(answer, target.__name__ + (f".{attribute}" if attribute else ""))
-        for mine, after in zip(args, answer.get("args_after", [])):
+        for mine, after in zip(args, answer.get("args_after", []), strict=False):
             if after is not None and "data" in after:
                 _write_back(mine, decode(after["data"]))
         return self.value(answer["result"])

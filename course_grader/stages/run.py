@@ -215,7 +215,7 @@ class _Scheduler:
                 if not self._reap():
                     time.sleep(0.05)
         except BaseException:  # Ctrl-C or a grader bug: no worker or kernel may outlive the run
-            for pid, (job, slot, started, deadline, folder) in self.running.items():
+            for pid, (_job, slot, _started, _deadline, _folder) in self.running.items():
                 try:
                     os.killpg(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
@@ -280,7 +280,7 @@ class _Scheduler:
     def _reap(self) -> bool:
         """Collect the workers that ended or overran; True if any did."""
         finished = []
-        for pid, (job, slot, started, deadline, folder) in self.running.items():
+        for pid, (_job, _slot, _started, deadline, _folder) in self.running.items():
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 finished.append(

@@ -304,12 +304,12 @@ def plot_side_by_side(
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.0), squeeze=False)
     names = methods or sorted({r.method for _, results, _ in panels for r in results.rows})
     colours = {m: f"C{i}" for i, m in enumerate(names)}
-    for ax, (panel_title, results, chosen) in zip(axes[0], panels):
+    for ax, (panel_title, results, chosen) in zip(axes[0], panels, strict=True):
         rows = [r for r in results.rows if all(getattr(r, key) == value for key, value in chosen.items())]
         for m in names:
             points = sorted((r.seq_len, getattr(r, metric)) for r in rows if r.method == m and r.ok)
             if points:
-                ax.plot(*zip(*points), "o-", color=colours[m], label=m, markersize=4)
+                ax.plot(*zip(*points, strict=True), "o-", color=colours[m], label=m, markersize=4)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length n (tokens)")
@@ -318,7 +318,7 @@ def plot_side_by_side(
         ax.grid(True, which="major", alpha=0.3)
     handles = {}
     for ax in axes[0]:
-        for h, label in zip(*ax.get_legend_handles_labels()):
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, h)
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 7), frameon=False)
     if title:

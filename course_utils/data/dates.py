@@ -117,7 +117,7 @@ def exact_match(predicted: Sequence[str], targets: Sequence[str]) -> float:
         raise ValueError(f"{len(predicted)} predictions but {len(targets)} targets")
     if not targets:
         raise ValueError("exact_match of an empty list is undefined")
-    return sum(p == t for p, t in zip(predicted, targets)) / len(targets)
+    return sum(p == t for p, t in zip(predicted, targets, strict=True)) / len(targets)
 
 
 @dataclass

@@ -410,7 +410,7 @@ def course_map(
 
     chapter_names = [f"{number} {name}" for number, name in chapters.items()]
     middle = column(chapter_names, 5.6, 4.8, "neutral", 9)
-    middle = {number: middle[label] for number, label in zip(chapters, chapter_names)}
+    middle = {number: middle[label] for number, label in zip(chapters, chapter_names, strict=True)}
     left = column(list(exercises), 0.2, 4.0, "value", 9)
     right = column(list(self_check), 11.8, 4.0, "query", 8.5)
     for name, needed in exercises.items():

@@ -107,7 +107,7 @@ def self_attention_links(weights, tokens: Sequence[str] | None = None, title: st
             )
     for j, name in enumerate(tokens):
         draw.box(ax, xs[j] - box_w / 2, bottom_y, box_w, box_h, name, color="input", fontsize=10)
-    for i, name in enumerate(tokens):
+    for i in range(len(tokens)):
         patch = draw.box(ax, xs[i] - box_w / 2, top_y, box_w, box_h, f"z{i + 1}", color="neutral", fontsize=10)
         patch.set_edgecolor(_QUERY_HUES[i % len(_QUERY_HUES)])
         patch.set_linewidth(2.0)
@@ -401,7 +401,7 @@ def scaled_dot_product_flow(Q, K, V, mask=None) -> Figure:
         ("SoftMax\nover each row", weights, "Blues", f"A {_shape(weights.numpy())}, rows sum to 1"),
         ("MatMul\nZ = A V", out, None, f"Z {_shape(out.numpy())}"),
     ]
-    for index, ((text, values, cmap, caption), step) in enumerate(zip(stages, steps)):
+    for index, ((text, values, cmap, caption), step) in enumerate(zip(stages, steps, strict=True)):
         optional = index == 2 and mask is None
         patch = draw.box(
             ax,
@@ -518,7 +518,7 @@ def multi_head_flow(module: MultiHeadAttention, seq_len: int = 10) -> Figure:
     width, height = 10.6, 9.0
     centre = width / 2
     x_in = layout.Cell(centre - 1.5, 0.25, 3.0, 0.6)
-    projections = dict(zip("QKV", layout.row(x=0.35, y=1.35, widths=[3.0] * 3, height=0.85, gap=0.45)))
+    projections = dict(zip("QKV", layout.row(x=0.35, y=1.35, widths=[3.0] * 3, height=0.85, gap=0.45), strict=True))
     frame = layout.Cell(0.2, 3.05, width - 0.4, 1.75)
     shown = list(range(h)) if h <= 4 else [0, 1, None, h - 1]
     # Equal slots across the frame, 0.1 inside it (0.3 written out: 0.2 + 0.1 is a hair more in floating
@@ -573,7 +573,7 @@ def multi_head_flow(module: MultiHeadAttention, seq_len: int = 10) -> Figure:
     for cell in projections.values():
         draw.arrow(ax, (cell.center_x, cell.top), (cell.center_x, frame.bottom))
     heads = []
-    for slot, head in zip(slots, shown):
+    for slot, head in zip(slots, shown, strict=True):
         if head is None:
             draw.label(ax, *slot.center, f"…\nheads 3 to {h - 1}", fontsize=10)
             continue

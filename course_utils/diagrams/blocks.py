@@ -14,6 +14,8 @@ Each returns a :class:`matplotlib.figure.Figure` built without ``pyplot``.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import torch
 from matplotlib.figure import Figure
 
@@ -33,7 +35,7 @@ def _stack(ax, x: float, y: float, width: float, sublayers: list[tuple[str, str]
         patch = draw.box(ax, x, y, width, height, text, color=_SUBLAYER_COLORS[kind], fontsize=9, alpha=alpha)
         boxes.append((patch, x, y, width, height))
         y += height + 0.32
-    for (_, x0, y0, w0, h0), (_, _, y1, _, _) in zip(boxes, boxes[1:]):
+    for (_, x0, y0, w0, h0), (_, _, y1, _, _) in pairwise(boxes):
         draw.arrow(ax, (x0 + w0 / 2, y0 + h0), (x0 + w0 / 2, y1))
     return boxes
 

@@ -144,7 +144,7 @@ def mha_kv_cache_shapes(
     )
     box(ax, *x_in, f"input x\n{_shape(full['x'])}", color="input", fontsize=fs)
     colors = {"Q": "query", "K": "key", "V": "value"}
-    for name, (projection, split) in zip("QKV", projected):
+    for name, (projection, split) in zip("QKV", projected, strict=True):
         letter = name.lower()
         box(ax, *projection, f"{name} = x W_{letter}\n{_shape(full[letter])}", color=colors[name], fontsize=fs)
         arrow(ax, (x_in.right, x_in.center_y), (projection.left, projection.y + 0.42))

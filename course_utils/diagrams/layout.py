@@ -104,12 +104,12 @@ def _starts(origin: float, sizes: Sequence[float], gap: float) -> list[float]:
 
 def row(x: float, y: float, widths: Sequence[float], height: float, gap: float = 0.0) -> list[Cell]:
     """Cells of the given ``widths``, left to right from ``x``, ``gap`` apart, all ``height`` high."""
-    return [Cell(left, y, width, height) for left, width in zip(_starts(x, widths, gap), widths)]
+    return [Cell(left, y, width, height) for left, width in zip(_starts(x, widths, gap), widths, strict=True)]
 
 
 def column(x: float, y: float, width: float, heights: Sequence[float], gap: float = 0.0) -> list[Cell]:
     """Cells of the given ``heights``, stacked bottom to top from ``y``, ``gap`` apart, all ``width`` wide."""
-    return [Cell(x, bottom, width, height) for bottom, height in zip(_starts(y, heights, gap), heights)]
+    return [Cell(x, bottom, width, height) for bottom, height in zip(_starts(y, heights, gap), heights, strict=True)]
 
 
 def grid(

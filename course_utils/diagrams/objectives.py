@@ -66,7 +66,7 @@ def _panel(
             color=draw.COLORS["mask"] if corrupted[j] else "black",
         )
     supervised = 0
-    for i, (word, target) in enumerate(zip(inputs, targets)):  # rows: the position that computes
+    for i, (word, target) in enumerate(zip(inputs, targets, strict=True)):  # rows: the position that computes
         y = grid_y + (length - 0.5 - i) * cell
         draw.label(
             ax, grid_x - 0.1, y, word, fontsize=8.5, ha="right", color=draw.COLORS["mask"] if corrupted[i] else "black"
@@ -118,7 +118,7 @@ def gpt_vs_bert(
     if not np.array_equal(causal, np.tril(np.ones((length, length), dtype=bool))):
         raise ValueError("causal_mask is not lower-triangular: is it the causal model's mask?")
     gpt_targets = list(inputs[1:]) + [None]
-    corrupted = [m != w for m, w in zip(masked_inputs, inputs)]
+    corrupted = [m != w for m, w in zip(masked_inputs, inputs, strict=True)]
     panel_w = 1.5 + length * 0.48 + 2.0
     width = 2 * panel_w + 0.8
     top = length * 0.48 + 3.4

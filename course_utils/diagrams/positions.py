@@ -107,7 +107,7 @@ def rope_rotation(
         )
     fig = Figure(figsize=(3.6 * len(position_pairs), 4.0), layout="constrained")
     axes = fig.subplots(1, len(position_pairs), squeeze=False)[0]
-    for ax, (m, n) in zip(axes, position_pairs):
+    for ax, (m, n) in zip(axes, position_pairs, strict=True):
         rotated_q = apply_rotary(query[None], torch.tensor([m]))[0]  # (head_dim,)
         rotated_k = apply_rotary(key[None], torch.tensor([n]))[0]
         score = float(rotated_q @ rotated_k)

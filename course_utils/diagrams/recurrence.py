@@ -125,7 +125,11 @@ def recurrence_vs_attention(tokens: Sequence[str] = ("x1", "x2", "x3", "x4"), we
             source = (_token_x(6.4, count, j) + box_w / 2, 0.95 + _BOX_H)
             width = 0.3 + 8.0 * weights[i, j] if weights is not None else 1.0
             (line,) = ax.plot(
-                *zip(source, target), color=draw.COLORS["ffn"], linewidth=width, alpha=0.55, solid_capstyle="round"
+                *zip(source, target, strict=True),
+                color=draw.COLORS["ffn"],
+                linewidth=width,
+                alpha=0.55,
+                solid_capstyle="round",
             )
             line.set_gid(f"attention {i}<-{j}")
     note = (

@@ -345,7 +345,7 @@ def _draw_patches(
     draw.arrow(ax, (image.right + 0.1, lanes[1].center_y), (lanes[1].left - 0.2, lanes[1].center_y))
     draw.label(ax, (image.right + lanes[1].left + 0.05) / 2, lanes[1].top + 0.03, "cut", fontsize=9)
 
-    for lane, index in zip(lanes[1:], slots):
+    for lane, index in zip(lanes[1:], slots, strict=True):
         if index is None:
             draw.label(ax, *lane.center, "…", fontsize=14)
             continue
@@ -432,7 +432,7 @@ def _draw_encoder(
     )
     cells = layout.row(x=0.0, y=encoder.y + 0.35, widths=[w for _, _, w in parts], height=0.9, gap=0.25)
     cells = layout.centered(cells, x=encoder.center_x)
-    for i, ((text, color, _), cell) in enumerate(zip(parts, cells)):
+    for i, ((text, color, _), cell) in enumerate(zip(parts, cells, strict=True)):
         draw.box(ax, *cell, text, color=color, fontsize=10 if text != "⊕" else 14, alpha=0.6)
         if i < len(cells) - 1:
             draw.arrow(ax, (cell.right, cell.center_y), (cells[i + 1].left, cell.center_y), width=0.8)
@@ -451,7 +451,7 @@ def _draw_head(
     ax, s: dict, slots: list, lanes: list[layout.Cell], encoder: layout.Cell, head: layout.Cell, prediction: int | None
 ) -> None:
     """5. The classification head reads the [CLS] output only; the patch outputs stop short."""
-    for lane, index in zip(lanes[1:], slots):
+    for lane, index in zip(lanes[1:], slots, strict=True):
         if index is not None:
             ax.plot([lane.center_x] * 2, [encoder.top, encoder.top + 0.3], color=draw.COLORS["norm"], linewidth=1.0)
     draw.label(
