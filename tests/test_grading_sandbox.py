@@ -215,7 +215,7 @@ def confinement_report(session: SandboxSession, tmp_path: Path) -> dict:
     marker = f"course-collusion-{uuid.uuid4().hex[:8]}"
     own_uid = session.uids[0] if session.uids else os.getuid()
     bystander = subprocess.Popen(["sleep", "300"], user=own_uid if os.geteuid() == 0 else None)
-    report = {"profile": session.profile["name"], "description": session.description}
+    report = {"profile": session.profile.name, "description": session.description}
     writer = Kernel(session, 0, tmp_path)
     try:
         wrote = writer.run(
@@ -464,7 +464,7 @@ def test_by_default_the_grader_uses_bubblewrap_when_it_is_installed(tmp_path_fac
     with _session(tmp_path_factory, "auto") as chosen:
         expected = "bwrap-root" if os.geteuid() == 0 else "bwrap-user"
         assert chosen.description.startswith(f"bubblewrap ({expected})"), chosen.description
-        assert chosen.profile["own_uid"] == (os.geteuid() == 0)
+        assert chosen.profile.own_uid == (os.geteuid() == 0)
 
 
 if __name__ == "__main__":  # the ordinary user's half of test_graded_by_an_ordinary_user_kernels_are_confined_too
@@ -485,7 +485,7 @@ if __name__ == "__main__":  # the ordinary user's half of test_graded_by_an_ordi
         for _ in range(3):
             deadline = time.monotonic() + 300
             while (
-                started.profile["kind"] == "bwrap"
+                started.profile.kind == "bwrap"
                 and not sandbox.is_warm(started.socket, 0)
                 and time.monotonic() < deadline
             ):
@@ -518,3 +518,22 @@ def test_warm_kernels_get_the_graders_matplotlib_font_list(tmp_path, monkeypatch
     warmkernel.place_font_list({"../../elsewhere.json": "{}", **handed})
     placed = sorted(path.name for path in (tmp_path / "home" / ".config" / "matplotlib").iterdir())
     assert placed == sorted(["elsewhere.json", name]), f"the list must land in MPLCONFIGDIR, and only there: {placed}"
+
+
+def test_the_profile_in_force_is_a_typed_record_read_field_by_field():
+    """The manager's ManagerReady carries its SandboxProfile as a record of its own: written and read back whole,
+    and a profile with a field of the wrong type, or one no profile has, is refused with the field's name."""
+    from course_grader.ground.messages import ManagerReady, MessageError, SandboxProfile
+
+    profile = SandboxProfile("namespaces-user", "fork", own_uid=False, mounts=True, network=True, user_namespace=True)
+    ready = ManagerReady(profile=profile, profile_description="hand-written namespaces", memory="cgroup")
+    again = ManagerReady.from_json(ready.to_json(), "the manager's first line")
+    assert again.profile == profile and type(again.profile) is SandboxProfile
+    assert again.profile.pid is False, "a field the profile does not set has its default"
+    written = ready.to_dict()
+    with pytest.raises(MessageError, match=r"the manager's first line: field 'profile': field 'own_uid' must be bool"):
+        ManagerReady.from_dict(
+            {**written, "profile": {**written["profile"], "own_uid": "yes"}}, "the manager's first line"
+        )
+    with pytest.raises(MessageError, match=r"unknown field\(s\) seccomp"):
+        ManagerReady.from_dict({**written, "profile": {**written["profile"], "seccomp": True}})

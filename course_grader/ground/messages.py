@@ -6,7 +6,8 @@ kernel, and the kernels (warm, then assigned). What they exchange:
 
     message           from -> to                         carried as
     ManagerConfig     grader -> manager                  config.json, the manager's one argument
-    ManagerReady      manager -> grader                  the manager's first line on its stdout
+    ManagerReady      manager -> grader                  the manager's first line on its stdout (with its
+                                                         SandboxProfile)
     KernelRequest     grader's worker -> manager         request.json, named by the launcher's hello
     Hello             launcher or grader -> manager      the first JSON line of a socket connection
     Event             manager -> launcher or grader      JSON lines back on that connection
@@ -177,11 +178,28 @@ class ManagerConfig(Message):
     font_list: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class SandboxProfile(Message):
+    """One way of confining kernels; the manager probes them strongest first and serves with the first that works
+    (sandbox/probes.py, choose_profile; sandbox/sandbox.py lists them)."""
+
+    name: str  # "bwrap-root", "bwrap-user", "namespaces-root", "namespaces-user", ..., "limits only"
+    kind: str  # "bwrap": each kernel a bubblewrap sandbox; "fork": forked from the manager, confined by namespaces
+    own_uid: bool  # each kernel runs as a numeric uid of its own (the grader runs as root)
+    mounts: bool = False  # fork: a mount namespace (the course's files hidden, a private /tmp and /dev/shm)
+    network: bool = False  # fork: a network namespace (no network)
+    user_namespace: bool = False  # fork: a user namespace without capabilities (the grader is not root)
+    pid: bool = False  # fork: a PID namespace of the kernel's own
+    unavailable: list[str] = field(default_factory=list)  # the stronger profiles this machine refused, and why
+    memory: str = ""  # how memory is limited, once chosen
+    cpu: str = ""  # how CPU time is limited, once chosen
+
+
 @dataclass
 class ManagerReady(Message):
     """The manager's first line: it serves, with this profile."""
 
-    profile: dict  # the profile in force: name, kind ("bwrap" or "fork"), own_uid, ... (manager.py)
+    profile: SandboxProfile  # the profile in force
     profile_description: str  # one line for the grading report (probes.describe)
     memory: str  # how memory is limited
     warm_s: float | None = None  # how long the first warm kernels took to import (bubblewrap)

@@ -128,10 +128,10 @@ class Manager:
         ours, theirs = socket.socketpair()
         log = os.open(self._warm_log(slot), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         cgroup = self._new_cgroup(slot, self.config.limits)
-        uid = self.config.slot_uids[slot] if profile["own_uid"] else None
+        uid = self.config.slot_uids[slot] if profile.own_uid else None
         argv = [sys.executable, "-I", probes.SANDBOX_SCRIPT, "warm", str(theirs.fileno())]
         pid = self.spawn_bwrap(
-            argv, as_root=profile["own_uid"], uid=uid, stdout_fd=log, cgroup=cgroup, control_fd=theirs.fileno()
+            argv, as_root=profile.own_uid, uid=uid, stdout_fd=log, cgroup=cgroup, control_fd=theirs.fileno()
         )
         theirs.close()
         os.close(log)
@@ -154,7 +154,7 @@ class Manager:
         """The fallback: a fork of this (preloaded) manager confines itself and becomes the kernel."""
         profile = self.profile
         cgroup = self._new_cgroup(slot, request.limits)
-        uid = request.uid if profile["own_uid"] else None
+        uid = request.uid if profile.own_uid else None
         # With a mount namespace the working folder is a sized tmpfs of the kernel's own (namespaces.enter);
         # without one ("limits only") it is the folder on the grader's disk that remove_tree empties.
         keep = [self.config.runtime_dirs[slot]]
@@ -165,21 +165,21 @@ class Manager:
                 if cgroup is not None:
                     cgroup.add(os.getpid())
                 os.setsid()
-                if profile["name"] != "limits only":
+                if profile.name != "limits only":
                     namespaces.enter(
                         profile,
                         self.hide,
                         self.mount_back,
                         keep=keep,
                         expose=self.config.expose,
-                        home=request.work_dir if profile["mounts"] else None,
+                        home=request.work_dir if profile.mounts else None,
                         home_uid=uid,
                     )
-                if profile.get("pid"):
+                if profile.pid:
                     namespaces.become_pid_namespace_init()  # this process waits outside; its child goes on
                 if uid is not None:
                     become_uid(uid)
-                elif profile.get("user_namespace"):
+                elif profile.user_namespace:
                     namespaces.drop_capabilities()
                 namespaces.prctl(namespaces.PR_SET_NO_NEW_PRIVS, 1)
                 namespaces.prctl(namespaces.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -208,7 +208,7 @@ class Manager:
             pass
         self.profile = self.choose()
         preloaded, failed = [], []
-        if self.profile["kind"] == "fork":  # forked kernels inherit what the manager imported
+        if self.profile.kind == "fork":  # forked kernels inherit what the manager imported
             preloaded, failed = preload(self.config.preload)
             self.guard = load_guard(self.config.guard_file)
             self.guard.prepare()
@@ -224,7 +224,7 @@ class Manager:
         os.chmod(self.config.socket, 0o600)
         listener.listen(64)
         warm_s = None
-        if self.profile["kind"] == "bwrap":
+        if self.profile.kind == "bwrap":
             began = time.monotonic()
             for slot in range(self.config.workers):
                 self.start_warm(slot)
@@ -339,12 +339,12 @@ class Manager:
                 continue
             try:
                 assignment = self._assignment(connection_file, request)
-                if self.profile["own_uid"]:  # the kernel reads its connection file as its own uid
+                if self.profile.own_uid:  # the kernel reads its connection file as its own uid
                     os.chown(connection_file, self.config.slot_uids[slot], self.config.slot_uids[slot])
             except (OSError, RuntimeError) as error:
                 self._refuse(connection, request, f"its support files could not be read: {error}")
                 continue
-            if self.profile["kind"] == "bwrap":
+            if self.profile.kind == "bwrap":
                 kernel = self.warm.get(slot)
                 if kernel is None or not kernel.alive():
                     if self.failures.get(slot, 0) >= MAX_WARM_FAILURES:
@@ -397,7 +397,7 @@ class Manager:
         """No kernel for this request: the status file says why, the launcher exits with status 1."""
         try:
             KernelStatus(
-                exit_code=1, ending=f"never started: {reason}", profile=self.profile["name"], memory=self.memory_note
+                exit_code=1, ending=f"never started: {reason}", profile=self.profile.name, memory=self.memory_note
             ).write(request.status_file)
         except OSError:
             pass
@@ -524,7 +524,7 @@ class Manager:
             cpu_s=cpu_s,
             peak_memory_mb=kernel.cgroup.peak_mb() if kernel.cgroup is not None else None,
             processes_left=left,
-            profile=self.profile["name"],
+            profile=self.profile.name,
             memory=self.memory_note,
             start_s=round(kernel.assigned_at - kernel.started, 3) if kernel.assigned_at else None,
         )
@@ -553,9 +553,9 @@ class Manager:
     def _sweep_without_cgroup(self, kernel: Kernel) -> None:
         """Without a cgroup: a kernel's PID namespace died with it; a forked one without a PID
         namespace is swept by uid (root) or by session."""
-        if self.profile["kind"] == "bwrap" or self.profile.get("pid"):
+        if self.profile.kind == "bwrap" or self.profile.pid:
             return
-        if self.profile["own_uid"] and kernel.request is not None and kernel.request.uid is not None:
+        if self.profile.own_uid and kernel.request is not None and kernel.request.uid is not None:
             namespaces.sweep_uid(kernel.request.uid)
         else:
             namespaces.sweep_session(kernel.pid)

@@ -17,6 +17,10 @@ import ctypes
 import os
 import signal
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the profile's fields are read; nothing of the package runs here
+    from ..ground.messages import SandboxProfile
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -163,7 +167,7 @@ PRIVATE_FOLDERS = ("/tmp", "/dev/shm")
 
 
 def enter(
-    profile: dict,
+    profile: SandboxProfile,
     hide: list[str],
     mount_back: list[str],
     keep: list[str] = (),
@@ -177,12 +181,12 @@ def enter(
     are the folders inside /tmp that the kernel needs (its working and runtime folders), `expose`
     the read-only paths it needs (mounted back where they lie inside /tmp), `home` the kernel's working
     folder: a fresh tmpfs of HOME_MB, owned by `home_uid`, in the kernel's mount namespace only, so that
-    what a kernel writes there never reaches the grader's disk and is gone with it. With ``profile["pid"]``
+    what a kernel writes there never reaches the grader's disk and is gone with it. With ``profile.pid``
     the caller must then call `become_pid_namespace_init`: only children live in the new PID namespace.
     """
-    flags = (CLONE_NEWNS if profile["mounts"] else 0) | (CLONE_NEWNET if profile["network"] else 0)
-    flags |= CLONE_NEWPID if profile.get("pid") else 0
-    if profile["user_namespace"]:
+    flags = (CLONE_NEWNS if profile.mounts else 0) | (CLONE_NEWNET if profile.network else 0)
+    flags |= CLONE_NEWPID if profile.pid else 0
+    if profile.user_namespace:
         real_uid, real_gid = os.getuid(), os.getgid()
         unshare(CLONE_NEWUSER | flags)
         _write("/proc/self/setgroups", "deny")
@@ -190,7 +194,7 @@ def enter(
         _write("/proc/self/gid_map", f"0 {real_gid} 1")
     elif flags:
         unshare(flags)
-    if profile["mounts"]:
+    if profile.mounts:
         private = [folder for folder in PRIVATE_FOLDERS if os.path.isdir(folder) and not os.path.islink(folder)]
         keep = sorted({os.path.realpath(path) for path in keep if os.path.exists(path)}, key=len)
         needed = {os.path.realpath(path) for path in expose if os.path.exists(path)}

@@ -4,13 +4,14 @@ process and the network; the first that finds none of them is used, and the repo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import select
 import socket
 import sys
 import time
 
-from ..ground.messages import ProbeAnswer, ProbeSecrets
+from ..ground.messages import ProbeAnswer, ProbeSecrets, SandboxProfile
 from . import namespaces
 from .warmkernel import become_uid
 
@@ -18,15 +19,15 @@ WARM_START_TIMEOUT_S = 300  # importing PyTorch on a busy machine
 SANDBOX_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox.py")
 
 
-def choose_profile(manager, notes: list[str]) -> dict:
+def choose_profile(manager, notes: list[str]) -> SandboxProfile:
     """The strongest profile that passes its probe (see sandbox.py for the list). What was not
     available, and why, is added to `notes`, which the profile keeps for the report."""
     wanted = manager.config.isolation
     candidates = []
     if wanted in ("auto", "bwrap") and manager.bwrap:
         if manager.is_root:
-            candidates.append(dict(name="bwrap-root", kind="bwrap", own_uid=True))
-        candidates.append(dict(name="bwrap-user", kind="bwrap", own_uid=False))
+            candidates.append(SandboxProfile(name="bwrap-root", kind="bwrap", own_uid=True))
+        candidates.append(SandboxProfile(name="bwrap-user", kind="bwrap", own_uid=False))
     elif wanted in ("auto", "bwrap"):
         notes.append("bubblewrap is not installed (Debian: apt-get install bubblewrap)")
     if wanted == "bwrap" and not candidates:
@@ -34,7 +35,7 @@ def choose_profile(manager, notes: list[str]) -> dict:
     if wanted in ("auto", "namespaces"):
         if manager.is_root:
             candidates += [
-                dict(
+                SandboxProfile(
                     name="namespaces-root",
                     kind="fork",
                     own_uid=True,
@@ -43,7 +44,7 @@ def choose_profile(manager, notes: list[str]) -> dict:
                     user_namespace=False,
                     pid=True,
                 ),
-                dict(
+                SandboxProfile(
                     name="namespaces-root (no network namespace)",
                     kind="fork",
                     own_uid=True,
@@ -54,7 +55,7 @@ def choose_profile(manager, notes: list[str]) -> dict:
                 ),
             ]
         candidates += [
-            dict(
+            SandboxProfile(
                 name="namespaces-user",
                 kind="fork",
                 own_uid=False,
@@ -65,7 +66,7 @@ def choose_profile(manager, notes: list[str]) -> dict:
             ),
             # Where /proc cannot be mounted again (some containers): processes of the
             # grader's uid can then be signalled, and the report says so.
-            dict(
+            SandboxProfile(
                 name="namespaces-user (no PID namespace)",
                 kind="fork",
                 own_uid=False,
@@ -76,23 +77,22 @@ def choose_profile(manager, notes: list[str]) -> dict:
             ),
         ]
     candidates.append(
-        dict(name="limits only", kind="fork", own_uid=False, mounts=False, network=False, user_namespace=False)
+        SandboxProfile(
+            name="limits only", kind="fork", own_uid=False, mounts=False, network=False, user_namespace=False
+        )
     )
     for profile in candidates:
-        if profile["kind"] == "bwrap":
-            failure = bwrap_probe(manager, as_root=profile["own_uid"])
-        elif profile["name"] == "limits only":
+        if profile.kind == "bwrap":
+            failure = bwrap_probe(manager, as_root=profile.own_uid)
+        elif profile.name == "limits only":
             failure = None
         else:
-            owner = manager.config.probe_uid if profile["own_uid"] else os.getuid()
+            owner = manager.config.probe_uid if profile.own_uid else os.getuid()
             os.chown(manager.config.probe_dir, owner, owner)
             failure = namespace_probe(manager, profile)
         if failure is None:
-            profile["unavailable"] = notes
-            profile["memory"] = manager.memory_note
-            profile["cpu"] = manager.cpu_note
-            return profile
-        notes.append(f"{profile['name']}: {failure}")
+            return dataclasses.replace(profile, unavailable=notes, memory=manager.memory_note, cpu=manager.cpu_note)
+        notes.append(f"{profile.name}: {failure}")
     raise RuntimeError("no sandbox profile works, not even the weakest: " + "; ".join(notes))
 
 
@@ -185,7 +185,7 @@ def bwrap_probe(manager, as_root: bool) -> str | None:
     return "; ".join(answer.problems) or None
 
 
-def namespace_probe(manager, profile: dict) -> str | None:
+def namespace_probe(manager, profile: SandboxProfile) -> str | None:
     """The fallback's probe: try a profile in a throw-away child. None if everything works."""
     read_fd, write_fd = os.pipe()
     manager_pid = os.getpid()
@@ -208,17 +208,17 @@ def namespace_probe(manager, profile: dict) -> str | None:
     return None if answer == "ok" else answer or "the probe died"
 
 
-def _enter_profile(manager, profile: dict) -> None:
+def _enter_profile(manager, profile: SandboxProfile) -> None:
     """Confine the probe's child as the profile would confine a kernel."""
-    uid = manager.config.probe_uid if profile["own_uid"] else None
+    uid = manager.config.probe_uid if profile.own_uid else None
     namespaces.enter(
         profile, manager.hide, manager.mount_back, keep=[manager.config.probe_dir], expose=manager.config.expose
     )
-    if profile.get("pid"):
+    if profile.pid:
         namespaces.become_pid_namespace_init()  # the checks below run inside the new PID namespace
     if uid is not None:
         become_uid(uid)
-    elif profile["user_namespace"]:
+    elif profile.user_namespace:
         namespaces.drop_capabilities()
     namespaces.prctl(namespaces.PR_SET_NO_NEW_PRIVS, 1)
 
@@ -235,15 +235,15 @@ def _check_a_kernel_can_work(manager) -> None:
             handle.read(1)
 
 
-def _check_what_is_out_of_reach(manager, profile: dict, manager_pid: int) -> None:
+def _check_what_is_out_of_reach(manager, profile: SandboxProfile, manager_pid: int) -> None:
     """Raise at the first thing the profile promises to hide or isolate that the child can still reach."""
-    if profile["mounts"]:
+    if profile.mounts:
         _check_course_files_hidden(manager)
         if os.path.exists(manager.marker):
             raise RuntimeError(f"{manager.marker} (the grader's) is visible: /tmp is not private")
-    if profile.get("pid"):
+    if profile.pid:
         _check_manager_process_out_of_reach(manager_pid)
-    if profile["network"]:
+    if profile.network:
         _check_network_unreachable()
 
 
@@ -294,34 +294,33 @@ def _read_to_end(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def describe(profile: dict) -> str:
+def describe(profile: SandboxProfile) -> str:
     """One line for the grading report: which confinement ran, with what."""
-    if profile["kind"] == "bwrap":
+    if profile.kind == "bwrap":
         parts = [
-            f"bubblewrap ({profile['name']})",
-            "own unprivileged uid per worker" if profile["own_uid"] else "user namespace (no capabilities)",
+            f"bubblewrap ({profile.name})",
+            "own unprivileged uid per worker" if profile.own_uid else "user namespace (no capabilities)",
             "course files hidden (allow-list root: the course, the exchange and other learners are absent)",
             "private /tmp, /dev/shm and home",
             "own PID namespace (no other process can be seen or signalled)",
             "no network",
         ]
-    elif profile["name"] == "limits only":
+    elif profile.name == "limits only":
         parts = ["limits only (no bubblewrap, no namespaces)", "course files NOT hidden", "network NOT isolated"]
     else:
         parts = [
-            f"hand-written namespaces ({profile['name']}; bubblewrap was not used)",
-            "own unprivileged uid per worker" if profile["own_uid"] else "user namespace (no capabilities)",
-            "course files hidden (mount namespace)" if profile["mounts"] else "course files NOT hidden",
-            "private /tmp and /dev/shm" if profile["mounts"] else "/tmp and /dev/shm NOT private",
+            f"hand-written namespaces ({profile.name}; bubblewrap was not used)",
+            "own unprivileged uid per worker" if profile.own_uid else "user namespace (no capabilities)",
+            "course files hidden (mount namespace)" if profile.mounts else "course files NOT hidden",
+            "private /tmp and /dev/shm" if profile.mounts else "/tmp and /dev/shm NOT private",
             "own PID namespace (no other process can be seen or signalled)"
-            if profile.get("pid")
-            else "processes outside NOT protected from signals"
-            + ("" if profile["own_uid"] else " of the grader's uid"),
-            "no network" if profile["network"] else "network NOT isolated",
+            if profile.pid
+            else "processes outside NOT protected from signals" + ("" if profile.own_uid else " of the grader's uid"),
+            "no network" if profile.network else "network NOT isolated",
         ]
-    parts.append(f"memory: {profile.get('memory', 'unknown')}")
-    parts.append(f"CPU time: {profile.get('cpu', 'unknown')}")
+    parts.append(f"memory: {profile.memory or 'unknown'}")
+    parts.append(f"CPU time: {profile.cpu or 'unknown'}")
     parts.append("limits on processes, file size, open files")
-    if profile.get("unavailable"):
-        parts.append("stronger isolation failed: " + " / ".join(profile["unavailable"]))
+    if profile.unavailable:
+        parts.append("stronger isolation failed: " + " / ".join(profile.unavailable))
     return "; ".join(parts)

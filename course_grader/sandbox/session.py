@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..ground import untrusted
 from ..ground.layout import CourseLayout
-from ..ground.messages import Limits, ManagerConfig, ManagerReady
+from ..ground.messages import Limits, ManagerConfig, ManagerReady, SandboxProfile
 from . import bwrap, namespaces, sandbox
 
 DEFAULT_UID_BASE = 1_640_000
@@ -50,7 +50,7 @@ class SandboxSession:
         self.default_limits = default_limits or Limits(memory_mb=3072, processes=64, cpu_s=300, wall_s=300)
         self.uid_base = uid_base
         self.process = None
-        self.profile: dict = {}
+        self.profile: SandboxProfile | None = None  # the manager's, once it serves
         self.description = "not started"
 
     def _allocate_uids(self, count: int) -> list[int]:
@@ -197,7 +197,7 @@ class SandboxSession:
 
     def slot_uid(self, slot: int) -> int | None:
         """The uid a slot's kernels run as; None where they keep the grader's (not root, or a profile without)."""
-        return self.uids[slot] if self.profile.get("own_uid") else None
+        return self.uids[slot] if self.profile is not None and self.profile.own_uid else None
 
     def new_kernel_folder(self, slot: int, name: str) -> Path:
         """A fresh folder for one kernel of `slot`: home/ (where a fallback kernel works; the slot uid's) and

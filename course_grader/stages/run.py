@@ -65,7 +65,7 @@ def run(context: GradingContext, admission: Admission) -> Execution:
             layout, preload, slots, context.isolation, context.uid_base, default_limits=default_limits
         ) as session:
             description = session.description
-            uids = list(session.uids) if session.profile.get("own_uid") else []
+            uids = list(session.uids) if session.profile.own_uid else []
             _Scheduler(layout, session, slots, context.cell_timeout, support_files, progress, outcomes).run(jobs)
     except Exception as error:  # the sandbox or a slot failed: the jobs it did not finish are error rows
         why = f"{type(error).__name__}: {error}"
