@@ -226,6 +226,19 @@ def test_collect_copy_takes_files_and_folders_only(tmp_path, outside):
 
 
 @pytest.mark.slow
+def test_collect_copy_is_whole_when_the_system_writes_a_little_at_a_time(tmp_path, monkeypatch):
+    """os.write may write fewer bytes than it is given: the copy goes on until every byte is written."""
+    source = tmp_path / "learner"
+    source.mkdir()
+    content = bytes(range(256)) * 300  # 76,800 bytes: several of the copy's chunks
+    (source / "answer.ipynb").write_bytes(content)
+    write = os.write
+    monkeypatch.setattr(untrusted.os, "write", lambda fd, data: write(fd, bytes(data[:1000])))
+    copied = untrusted.copy_tree(source, tmp_path / "dest")
+    assert copied.copied == ["answer.ipynb"] and not copied.refused, copied
+    assert (tmp_path / "dest" / "answer.ipynb").read_bytes() == content, "a partial write must not cut the copy short"
+
+
 def test_a_batch_of_unreadable_submissions_ends_with_one_row_each(tmp_path):
     """No kernel runs here: every submission is refused before execution, and the batch still writes its CSV."""
     root = tmp_path / "course"

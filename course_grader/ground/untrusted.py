@@ -448,7 +448,7 @@ def _copy_file(scan: TreeScan, entry: Entry, target: Path, max_file_bytes: int |
                 written += len(chunk)
                 if max_file_bytes is not None and written > max_file_bytes:
                     raise UnsafePath(errno.EFBIG, f"{entry.shown} grew past {max_file_bytes} bytes while it was copied")
-                os.write(out_fd, chunk)
+                _write_all(out_fd, chunk)
         finally:
             os.close(out_fd)
         os.utime(target, ns=(entry.mtime_ns, entry.mtime_ns))
@@ -457,6 +457,13 @@ def _copy_file(scan: TreeScan, entry: Entry, target: Path, max_file_bytes: int |
         raise
     finally:
         os.close(source_fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd``: os.write may write less than it was given (a signal, a nearly full disk)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def write_refusals(dest: str | os.PathLike, source_name: str, refused: list[dict]) -> Path:
