@@ -387,7 +387,7 @@ def _watched_python_names(codes: set) -> set:
     if _watched_files[0] != len(sys.modules):  # read again whenever a module was loaded since (a call may import one)
         files = {}
         for name, module in list(sys.modules.items()):
-            if name.startswith(WATCHED_PYTHON) and not name.startswith("course_grader"):
+            if name.startswith(WATCHED_PYTHON):
                 path = getattr(module, "__file__", None)
                 if path:
                     files[path] = name

@@ -32,55 +32,20 @@ def choose_profile(manager, notes: list[str]) -> SandboxProfile:
         notes.append("bubblewrap is not installed (Debian: apt-get install bubblewrap)")
     if wanted == "bwrap" and not candidates:
         raise RuntimeError("isolation 'bwrap' was asked for, but bubblewrap is not installed")
-    if wanted in ("auto", "namespaces"):
+    if wanted in ("auto", "namespaces"):  # a namespace a profile does not name is not used (its field is False)
         if manager.is_root:
             candidates += [
-                SandboxProfile(
-                    name="namespaces-root",
-                    kind="fork",
-                    own_uid=True,
-                    mounts=True,
-                    network=True,
-                    user_namespace=False,
-                    pid=True,
-                ),
-                SandboxProfile(
-                    name="namespaces-root (no network namespace)",
-                    kind="fork",
-                    own_uid=True,
-                    mounts=True,
-                    network=False,
-                    user_namespace=False,
-                    pid=True,
-                ),
+                SandboxProfile("namespaces-root", "fork", own_uid=True, mounts=True, network=True, pid=True),
+                SandboxProfile("namespaces-root (no network namespace)", "fork", own_uid=True, mounts=True, pid=True),
             ]
+        user = dict(kind="fork", own_uid=False, mounts=True, network=True, user_namespace=True)
         candidates += [
-            SandboxProfile(
-                name="namespaces-user",
-                kind="fork",
-                own_uid=False,
-                mounts=True,
-                network=True,
-                user_namespace=True,
-                pid=True,
-            ),
+            SandboxProfile("namespaces-user", **user, pid=True),
             # Where /proc cannot be mounted again (some containers): processes of the
             # grader's uid can then be signalled, and the report says so.
-            SandboxProfile(
-                name="namespaces-user (no PID namespace)",
-                kind="fork",
-                own_uid=False,
-                mounts=True,
-                network=True,
-                user_namespace=True,
-                pid=False,
-            ),
+            SandboxProfile("namespaces-user (no PID namespace)", **user),
         ]
-    candidates.append(
-        SandboxProfile(
-            name="limits only", kind="fork", own_uid=False, mounts=False, network=False, user_namespace=False
-        )
-    )
+    candidates.append(SandboxProfile("limits only", "fork", own_uid=False))
     for profile in candidates:
         if profile.kind == "bwrap":
             failure = bwrap_probe(manager, as_root=profile.own_uid)
